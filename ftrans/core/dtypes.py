@@ -334,10 +334,22 @@ _PY_SCALAR_NODE = {int: _WEAK_INT, float: _WEAK_FLOAT, complex: _WEAK_COMPLEX}
 
 
 def promote_types(a: Any, b: Any) -> np.dtype:
-    """``jnp.promote_types``: the lattice join of two dtypes, with no 32-bit narrowing.
+    """Return the dtype two dtypes promote to on JAX's type-promotion lattice.
 
-    Unlike the promotion of operands, JAX answers this question about dtypes
-    themselves, so ``promote_types(int64, float32)`` is float64 even with x64 off.
+    Unlike the promotion of operands, JAX answers this question about dtypes themselves, with no 32-bit
+    narrowing: `promote_types(int64, float32)` is float64 even with x64 off.
+
+    Args:
+        a: First dtype (or scalar type, or name).
+        b: Second dtype.
+    Returns:
+        A NumPy dtype.
+
+    Examples:
+        >>> jnp.promote_types(jnp.int8, jnp.uint8)
+        dtype('int16')
+        >>> jnp.promote_types(jnp.bfloat16, jnp.float16)
+        dtype('float32')
     """
     da, db = to_dtype_wide(a), to_dtype_wide(b)
     # Python's scalar types stand for weakly typed values, as in JAX: promote_types(float, float16)
@@ -403,9 +415,27 @@ _ML_KIND = {**{d: np.floating for d in (bfloat16, *SMALL_FLOATS, float6_e2m3fn, 
 
 
 def issubdtype(arg1: Any, arg2: Any) -> bool:
-    """``jnp.issubdtype``; the ml_dtypes types (bfloat16, the 8-bit floats, int4, ...) sit where JAX puts
-    them (floating, signed or unsigned integer), which NumPy does not know; a key dtype (``key<fry>``) is a
-    subtype of itself, of ``prng_key``, ``extended`` and ``np.generic`` only."""
+    """Test whether a dtype is a sub-type of another in the type hierarchy.
+
+    The ml_dtypes types (bfloat16, the 8-bit floats, int4, ...) sit where JAX puts them (floating, signed or
+    unsigned integer), which NumPy does not know; a key dtype (`key<fry>`) is a subtype of itself, of
+    `prng_key`, `extended` and `np.generic` only.
+
+    Args:
+        arg1: A dtype (or something with a dtype).
+        arg2: A dtype or an abstract type such as `jnp.floating`.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.issubdtype(jnp.bfloat16, jnp.floating)
+        True
+        >>> jnp.issubdtype(jnp.int32, jnp.unsignedinteger)
+        False
+
+    See also:
+        `isdtype`.
+    """
     if is_user_edtype(arg1) or is_user_edtype(arg2):  # a user-defined extended dtype: its ``type``'s classes
         if not is_user_edtype(arg1):
             return False
@@ -471,6 +501,24 @@ class finfo:
 
 
 def iinfo(dtype: Any):
+    """Return the machine limits of an integer dtype.
+
+    Besides NumPy's integer types, the narrow ml_dtypes ones (int4, uint4, ...) are supported.
+
+    Args:
+        dtype: An integer dtype.
+    Returns:
+        An `iinfo` object with `min`, `max`, `bits` and `dtype`.
+
+    Examples:
+        >>> jnp.iinfo(jnp.int8).max
+        127
+        >>> jnp.iinfo(jnp.uint16).bits
+        16
+
+    See also:
+        `finfo`.
+    """
     d = np.dtype(dtype)
     return ml_dtypes.iinfo(d) if d in NARROW_INTS or d in NAMED_ONLY else np.iinfo(d)
 

@@ -94,7 +94,27 @@ def dtype_weak(x: Any) -> tuple[np.dtype, bool]:
 
 
 def result_type(*args: Any) -> np.dtype:
-    """JAX's promotion over arrays, dtypes and Python scalars (``jnp.result_type``, ``ftrans.dtypes``)."""
+    """Return the dtype that results from JAX's type promotion of the arguments.
+
+    Unlike NumPy, Python scalars are weakly typed (they do not widen an array's dtype) and 64-bit results are
+    narrowed to 32 bits unless x64 is on.
+
+    Args:
+        *args: Arrays, dtypes, scalar types or Python scalars.
+    Returns:
+        A NumPy dtype.
+
+    Examples:
+        >>> jnp.result_type(jnp.int8, jnp.float16)
+        dtype('float16')
+        >>> jnp.result_type(jnp.arange(3, dtype=jnp.int8), 2)
+        dtype('int8')
+        >>> jnp.result_type(jnp.float32, 1j)
+        dtype('complex64')
+
+    See also:
+        `promote_types`, `can_cast`.
+    """
     pairs = []
     for a in args:
         if isinstance(a, (np.dtype, type, str)):

@@ -131,7 +131,8 @@ def _own_names() -> None:
         alias = types.FunctionType(f.__code__, f.__globals__, name, f.__defaults__, f.__closure__)
         alias.__kwdefaults__ = f.__kwdefaults__
         alias.__dict__.update(f.__dict__)
-        alias.__doc__, alias.__annotations__ = f.__doc__, f.__annotations__
+        alias.__doc__ = f"Alias of `ftrans.numpy.{f.__name__}`: the same function, under JAX's other name."
+        alias.__annotations__ = f.__annotations__
         alias.__qualname__, alias.__module__ = name, __name__  # found again where it lives (pickle)
         g[name] = alias
 

@@ -74,12 +74,26 @@ def __array_namespace_info__() -> ArrayNamespaceInfo:
 
 
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
-    """``jnp.from_dlpack``: an Array over a DLPack producer's data (``__dlpack__``, ``__dlpack_device__``).
+    """Make an array over the data of a DLPack producer.
 
-    The PJRT client imports the tensor on the device it lives on, sharing its
-    memory unless ``copy=True`` (or a transfer to ``device`` needs a copy, which
-    ``copy=False`` forbids). As in JAX, the producer must not write to memory it
-    shares with the result.
+    The PJRT client imports the tensor on the device it lives on, sharing its memory unless `copy=True` (or a
+    transfer to `device` needs a copy, which `copy=False` forbids). As in JAX, the producer must not write to
+    memory it shares with the result.
+
+    Args:
+        x: An object with `__dlpack__` and `__dlpack_device__` (a NumPy array, a torch tensor, ...).
+        device: Optional device to place the result on.
+        copy: True to always copy, False to never copy (raise if one is needed), None to copy only when
+            needed.
+    Returns:
+        An array with `x`'s shape, dtype and values.
+
+    Examples:
+        >>> jnp.from_dlpack(np.arange(3, dtype=np.float32))
+        Array([0., 1., 2.], dtype=float32)
+
+    See also:
+        `asarray`.
     """
     from ftrans.devices import device_put
     from ftrans.lowering import compat

@@ -18,10 +18,28 @@ __all__ = ["astype", "can_cast"]
 
 
 def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> Any:
-    """``jnp.astype``: convert to ``dtype`` (None: the default float type); the result is never weakly typed.
+    """Convert an array to a given dtype.
 
-    Complex to real keeps the real part with JAX's DeprecationWarning (NumPy and JAX do the same); complex
-    to bool is ``x != 0``.  ``copy=True`` always gives a new array, as in JAX.
+    The result is never weakly typed. Complex to real keeps the real part, with JAX's DeprecationWarning
+    (NumPy and JAX do the same); complex to bool is `x != 0`. `copy=True` always gives a new array, as in JAX.
+
+    Args:
+        x: Input array.
+        dtype: Target dtype (None: the default float type).
+        copy: If True, always return a new array; otherwise `x` may be returned when it already has `dtype`.
+        device: Not supported yet: must be None.
+    Returns:
+        An array with `x`'s values and shape, of dtype `dtype`.
+
+    Examples:
+        >>> x = jnp.array([1.7, -2.2, 3.5])
+        >>> jnp.astype(x, jnp.int32)
+        Array([ 1, -2,  3], dtype=int32)
+        >>> jnp.astype(jnp.array([0, 2]), bool)
+        Array([False,  True], dtype=bool)
+
+    See also:
+        `Array.astype`, `can_cast`.
     """
     if device is not None:
         raise NotImplementedError("astype: the 'device' argument is not supported yet")
@@ -50,5 +68,27 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
 
 
 def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
+    """Tell whether a cast between two dtypes is allowed under a casting rule.
+
+    The answer follows NumPy's rules for the dtypes ftrans supports; it is about dtypes, not values.
+
+    Args:
+        from_: Source dtype, array or scalar type.
+        to: Target dtype.
+        casting: One of `'no'`, `'equiv'`, `'safe'` (the default), `'same_kind'` or `'unsafe'`.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.can_cast(jnp.int8, jnp.int32)
+        True
+        >>> jnp.can_cast(jnp.float32, jnp.int32)
+        False
+        >>> jnp.can_cast(jnp.float32, jnp.int32, casting="unsafe")
+        True
+
+    See also:
+        `result_type`, `promote_types`.
+    """
     src = from_ if isinstance(from_, np.dtype) else dtype_weak(from_)[0] if not isinstance(from_, (str, type)) else np.dtype(from_)
     return bool(np.can_cast(src, dtypes.to_dtype(to), casting=casting))

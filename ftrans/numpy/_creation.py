@@ -302,12 +302,40 @@ def _buffer_array(obj: Any) -> np.ndarray | None:
 
 def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: str | None = "K",  # noqa: A002
           ndmin: int = 0, device: Any = None, out_sharding: Any = None) -> Any:
-    """``jnp.array``: an array from an array, a scalar, or a nested sequence of them.
+    """Create an array from an array, a scalar, or a (nested) sequence of them.
 
-    The result is weakly typed only when ``dtype`` is None and ``object`` is
-    itself weak (a Python scalar or a weak array); lists never are.  ``copy``, ``order`` and ``ndmin``
-    given positionally still work, with JAX's DeprecationWarning.  ``out_sharding`` places the
-    result as ``device`` does (at most one of the two may be given).
+    Unlike NumPy the result is an immutable ftrans `Array`, and the default dtypes are JAX's: 32-bit unless
+    x64 is enabled. The result is weakly typed only when `dtype` is None and `object` is itself weak (a Python
+    scalar or a weak array); lists never are. `copy`, `order` and `ndmin` given positionally still work, with
+    JAX's DeprecationWarning.
+
+    Args:
+        object: Array, scalar, or nested sequence of them (or any object with `__array__`).
+        dtype: Optional dtype of the result; by default it is inferred from `object` with JAX's rules.
+        *args: Deprecated positional form of `copy`, `order` and `ndmin`.
+        copy: If True (the default) the result is a new array; arrays are immutable, so this only matters for
+            identity.
+        order: Must be `'K'` (the default) or None; other layouts are not supported (NotImplementedError).
+        ndmin: Minimum number of dimensions; leading size-1 axes are added as needed.
+        device: Optional device (or sharding) to place the result on.
+        out_sharding: Optional sharding that places the result as `device` does (at most one of the two may be
+            given).
+    Returns:
+        A new array holding the data of `object`.
+
+    Examples:
+        >>> jnp.array([1, 2, 3])
+        Array([1, 2, 3], dtype=int32)
+        >>> jnp.array([[1.5, 2], [3, 4]])
+        Array([[1.5, 2. ],
+               [3. , 4. ]], dtype=float32)
+        >>> jnp.array(2.0)
+        Array(2., dtype=float32, weak_type=True)
+        >>> jnp.array([1, 2], dtype=jnp.float32, ndmin=2)
+        Array([[1., 2.]], dtype=float32)
+
+    See also:
+        `asarray` (no copy when nothing changes), `zeros`, `arange`.
     """
     if device is not None and out_sharding is not None:
         raise FtransValueError(f"jnp.array: only one of `device` or `out_sharding` can be set, got "
@@ -406,8 +434,33 @@ def _positional_array_args(args: tuple, copy: Any, order: Any, ndmin: Any) -> tu
 
 def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
             device: Any = None, out_sharding: Any = None) -> Any:
-    """``jnp.asarray``: like ``array`` but returns ``a`` itself when nothing needs to change; ``out_sharding``
-    places the result as ``array``'s does."""
+    """Convert the input to an array, without copying when nothing needs to change.
+
+    Like `array`, but returns `a` itself when it is already an ftrans array of the requested dtype.
+    `out_sharding` places the result as `array`'s does.
+
+    Args:
+        a: Array, scalar, or nested sequence to convert.
+        dtype: Optional dtype of the result; by default it is inferred from `a` with JAX's rules.
+        order: Accepted for NumPy compatibility (the layout is always row-major).
+        copy: If True, always make a new array; otherwise a copy is made only when needed.
+        device: Optional device (or sharding) to place the result on.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array with the data of `a`.
+
+    Examples:
+        >>> jnp.asarray([1, 2, 3])
+        Array([1, 2, 3], dtype=int32)
+        >>> x = jnp.arange(3)
+        >>> jnp.asarray(x) is x
+        True
+        >>> jnp.asarray(np.array([1.0, 2.0]), dtype=jnp.int32)
+        Array([1, 2], dtype=int32)
+
+    See also:
+        `array`.
+    """
     if dtype is None and device is None and out_sharding is None and (type(a) is Array or isinstance(a, Tracer)):
         return a
     if dtype is not None and isinstance(a, Tracer) and is_user_edtype(a.aval.dtype):
@@ -445,14 +498,61 @@ def _check_no_copy_needed(a: Any, device: Any) -> None:
 
 
 def copy(a: Any, order: str | None = None) -> Any:
-    """``jnp.copy``: arrays are immutable, so this is ``array(a, copy=True)``."""
+    """Return a copy of an array.
+
+    Arrays are immutable, so this is `array(a, copy=True)`; it is rarely needed.
+
+    Args:
+        a: Input array or array-like.
+        order: Accepted for NumPy compatibility (the layout is always row-major).
+    Returns:
+        A new array equal to `a`, with its dtype.
+
+    Examples:
+        >>> x = jnp.array([1, 2, 3])
+        >>> y = jnp.copy(x)
+        >>> y
+        Array([1, 2, 3], dtype=int32)
+        >>> y is x
+        False
+
+    See also:
+        `array`.
+    """
     return array(a, copy=True, order=order)
 
 
 # ---------------------------------------------------------------- filled arrays
 @_placed
 def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
-    """``jnp.full``: weakly typed when ``dtype`` is None and ``fill_value`` is a Python scalar."""
+    """Return an array of the given shape filled with one value.
+
+    The result is weakly typed when `dtype` is None and `fill_value` is a Python scalar, so it takes the other
+    operand's dtype in mixed arithmetic, as in JAX. `fill_value` may also be an array that broadcasts to
+    `shape`.
+
+    Args:
+        shape: An int or a tuple of ints (static).
+        fill_value: Scalar or array broadcastable to `shape`.
+        dtype: Optional dtype; by default that of `fill_value`.
+        device: Optional device (or sharding) to place the result on.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array of shape `shape` filled with `fill_value`.
+
+    Examples:
+        >>> jnp.full(3, 7)
+        Array([7, 7, 7], dtype=int32, weak_type=True)
+        >>> jnp.full((2, 2), 0.5)
+        Array([[0.5, 0.5],
+               [0.5, 0.5]], dtype=float32, weak_type=True)
+        >>> jnp.full((2, 3), jnp.array([1, 2, 3]))
+        Array([[1, 2, 3],
+               [1, 2, 3]], dtype=int32)
+
+    See also:
+        `full_like`, `zeros`, `ones`.
+    """
     shp = _shape_arg("full", shape)
     if _is_float0(dtype):
         return _float0_array(shp)
@@ -505,19 +605,81 @@ def _filled(name: str, shape: Any, value: int, dtype: Any) -> Any:
 
 @_placed
 def zeros(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
-    """``jnp.zeros``: float32 (the default float) unless ``dtype`` says otherwise."""
+    """Return an array of the given shape filled with zeros.
+
+    The default dtype is the default float (float32 unless x64 is on), as in JAX.
+
+    Args:
+        shape: An int or a tuple of ints (static).
+        dtype: Optional dtype; defaults to the default float dtype.
+        device: Optional device (or sharding) to place the result on.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array of shape `shape` and dtype `dtype` filled with 0.
+
+    Examples:
+        >>> jnp.zeros(3)
+        Array([0., 0., 0.], dtype=float32)
+        >>> jnp.zeros((2, 2), dtype=jnp.int32)
+        Array([[0, 0],
+               [0, 0]], dtype=int32)
+
+    See also:
+        `zeros_like`, `ones`, `full`, `empty`.
+    """
     return _filled("zeros", shape, 0, dtype)
 
 
 @_placed
 def ones(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
-    """``jnp.ones``: float32 (the default float) unless ``dtype`` says otherwise."""
+    """Return an array of the given shape filled with ones.
+
+    The default dtype is the default float (float32 unless x64 is on), as in JAX.
+
+    Args:
+        shape: An int or a tuple of ints (static).
+        dtype: Optional dtype; defaults to the default float dtype.
+        device: Optional device (or sharding) to place the result on.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array of shape `shape` and dtype `dtype` filled with 1.
+
+    Examples:
+        >>> jnp.ones(3)
+        Array([1., 1., 1.], dtype=float32)
+        >>> jnp.ones((2, 3), dtype=bool)
+        Array([[ True,  True,  True],
+               [ True,  True,  True]], dtype=bool)
+
+    See also:
+        `ones_like`, `zeros`, `full`.
+    """
     return _filled("ones", shape, 1, dtype)
 
 
 @_placed
 def empty(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
-    """``jnp.empty``: arrays are immutable, so uninitialised memory is useless; zeros, as in JAX."""
+    """Return an array of the given shape, filled with zeros.
+
+    Arrays are immutable, so uninitialised memory would be useless: as in JAX, `empty` gives zeros.
+
+    Args:
+        shape: An int or a tuple of ints (static).
+        dtype: Optional dtype; defaults to the default float dtype.
+        device: Optional device (or sharding) to place the result on.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array of shape `shape` and dtype `dtype` (all zeros).
+
+    Examples:
+        >>> jnp.empty(2)
+        Array([0., 0.], dtype=float32)
+        >>> jnp.empty((1, 2), dtype=jnp.int32)
+        Array([[0, 0]], dtype=int32)
+
+    See also:
+        `zeros`, `empty_like`.
+    """
     return _filled("empty", shape, 0, dtype)
 
 
@@ -564,25 +726,109 @@ def _like_value(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
 
 @_placed
 def zeros_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    """``jnp.zeros_like``: zeros with ``a``'s dtype, shape and weak type (unless overridden)."""
+    """Return an array of zeros with the shape and dtype of another.
+
+    The weak type of `a` is kept, unless `dtype` overrides it.
+
+    Args:
+        a: Array (or array-like) whose shape and dtype are used.
+        dtype: Optional dtype to use instead of `a`'s.
+        shape: Optional shape to use instead of `a`'s.
+        device: Optional device (or sharding) to place the result on.
+    Returns:
+        An array of zeros with `a`'s (or the given) shape and dtype.
+
+    Examples:
+        >>> jnp.zeros_like(jnp.array([1, 2, 3]))
+        Array([0, 0, 0], dtype=int32)
+        >>> jnp.zeros_like(jnp.ones((2, 2)), dtype=bool)
+        Array([[False, False],
+               [False, False]], dtype=bool)
+
+    See also:
+        `zeros`, `ones_like`, `full_like`.
+    """
     return _like("zeros_like", a, 0, dtype, shape)
 
 
 @_placed
 def ones_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    """``jnp.ones_like``: ones with ``a``'s dtype, shape and weak type (unless overridden)."""
+    """Return an array of ones with the shape and dtype of another.
+
+    The weak type of `a` is kept, unless `dtype` overrides it.
+
+    Args:
+        a: Array (or array-like) whose shape and dtype are used.
+        dtype: Optional dtype to use instead of `a`'s.
+        shape: Optional shape to use instead of `a`'s.
+        device: Optional device (or sharding) to place the result on.
+    Returns:
+        An array of ones with `a`'s (or the given) shape and dtype.
+
+    Examples:
+        >>> jnp.ones_like(jnp.array([1.5, 2.5]))
+        Array([1., 1.], dtype=float32)
+        >>> jnp.ones_like(jnp.arange(4), shape=(2, 2))
+        Array([[1, 1],
+               [1, 1]], dtype=int32)
+
+    See also:
+        `ones`, `zeros_like`, `full_like`.
+    """
     return _like("ones_like", a, 1, dtype, shape)
 
 
 @_placed
 def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    """``jnp.empty_like``: zeros, as in JAX (arrays are immutable)."""
+    """Return an array with the shape and dtype of another, filled with zeros.
+
+    As in JAX (arrays are immutable) the result is zeros, not uninitialised memory.
+
+    Args:
+        prototype: Array (or array-like) whose shape and dtype are used.
+        dtype: Optional dtype to use instead of `prototype`'s.
+        shape: Optional shape to use instead of `prototype`'s.
+        device: Optional device (or sharding) to place the result on.
+    Returns:
+        An array of zeros with `prototype`'s (or the given) shape and dtype.
+
+    Examples:
+        >>> jnp.empty_like(jnp.array([1, 2, 3]))
+        Array([0, 0, 0], dtype=int32)
+
+    See also:
+        `zeros_like`, `empty`.
+    """
     return _like("empty_like", prototype, 0, dtype, shape)
 
 
 @_placed
 def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    """``jnp.full_like``: ``fill_value`` cast to ``a``'s dtype (or ``dtype``), in ``a``'s shape."""
+    """Return an array filled with one value, with the shape and dtype of another.
+
+    `fill_value` is cast to `a`'s dtype unless `dtype` is given.
+
+    Args:
+        a: Array (or array-like) whose shape and dtype are used.
+        fill_value: Scalar or array broadcastable to the result's shape.
+        dtype: Optional dtype to use instead of `a`'s.
+        shape: Optional shape to use instead of `a`'s.
+        device: Optional device (or sharding) to place the result on.
+    Returns:
+        An array of `a`'s (or the given) shape and dtype filled with `fill_value`.
+
+    Examples:
+        >>> jnp.full_like(jnp.array([1, 2, 3]), 9)
+        Array([9, 9, 9], dtype=int32)
+        >>> jnp.full_like(jnp.array([1, 2, 3]), 2.7)
+        Array([2, 2, 2], dtype=int32)
+        >>> jnp.full_like(jnp.zeros(2), 1, dtype=jnp.int32, shape=(2, 2))
+        Array([[1, 1],
+               [1, 1]], dtype=int32)
+
+    See also:
+        `full`, `zeros_like`, `ones_like`.
+    """
     return _like("full_like", a, fill_value, dtype, shape)
 
 
@@ -599,11 +845,33 @@ def _arange_scalar(name: str, v: Any) -> Any:
 
 @_placed
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None) -> Any:
-    """``jnp.arange``: bounds must be concrete; the values are computed as ``start + step * iota``.
+    """Return evenly spaced values in the half-open interval `[start, stop)`.
 
-    Computing in the result dtype (float32 for half precision) rather than
-    materialising ``np.arange`` keeps traced programs free of constants and
-    gives JAX's rounding.
+    The bounds and step must be concrete (not traced), since they decide the length. Values are computed as
+    `start + step * iota` in the result dtype rather than materialised by `np.arange`, which keeps traced
+    programs free of large constants and gives JAX's rounding.
+
+    Args:
+        start: First value; if `stop` is None it is the stop and the range starts at 0.
+        stop: End of the interval (excluded).
+        step: Spacing between values (default 1).
+        dtype: Optional dtype; by default inferred from the arguments (int32 or float32 unless x64 is on).
+        device: Optional device (or sharding) to place the result on.
+    Returns:
+        A 1-D array of `ceil((stop - start) / step)` values.
+
+    Examples:
+        >>> jnp.arange(5)
+        Array([0, 1, 2, 3, 4], dtype=int32)
+        >>> jnp.arange(2, 8, 2)
+        Array([2, 4, 6], dtype=int32)
+        >>> jnp.arange(0.0, 1.0, 0.25)
+        Array([0.  , 0.25, 0.5 , 0.75], dtype=float32)
+        >>> jnp.arange(3, dtype=jnp.float32)
+        Array([0., 1., 2.], dtype=float32)
+
+    See also:
+        `linspace` (a number of samples instead of a step).
     """
     d = _dtype_arg("arange", dtype)
     if any(isinstance(v, DimExpr) for v in (start, stop, step)):
@@ -681,9 +949,35 @@ def _space_dtypes(name: str, start: Any, stop: Any, dtype: Any) -> tuple[np.dtyp
 @_placed
 def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
              dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
-    """``jnp.linspace``: ``start * (1 - t) + stop * t`` for ``t = i / div``, which hits both ends exactly.
+    """Return `num` evenly spaced samples over the interval `[start, stop]`.
 
-    ``start``/``stop`` may be arrays (even traced); ``num`` must be static.
+    Each value is `start * (1 - t) + stop * t` for `t = i / div`, which hits both ends exactly. `start` and
+    `stop` may be arrays (even traced), giving one sequence per element along `axis`; `num` must be static.
+
+    Args:
+        start: Starting value(s).
+        stop: End value(s); included unless `endpoint` is False.
+        num: Number of samples (static, default 50).
+        endpoint: Whether `stop` is the last sample.
+        retstep: If True, also return the spacing between samples.
+        dtype: Optional dtype; by default the inexact type of the inputs.
+        axis: Axis of the result along which the samples lie, when `start`/`stop` are arrays.
+        device: Optional device (or sharding) to place the result on.
+    Returns:
+        An array of `num` samples (with `start`/`stop`'s shape inserted at `axis`); with `retstep`, a pair
+        `(samples, step)`.
+
+    Examples:
+        >>> jnp.linspace(0, 1, 5)
+        Array([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float32)
+        >>> jnp.linspace(0, 1, 4, endpoint=False)
+        Array([0.  , 0.25, 0.5 , 0.75], dtype=float32)
+        >>> samples, step = jnp.linspace(0, 10, 3, retstep=True)
+        >>> step
+        Array(5., dtype=float32)
+
+    See also:
+        `arange`, `logspace`, `geomspace`.
     """
     if not isinstance(num, DimExpr):  # (a symbolic count is a size: its cases are decided as sizes are)
         num = _static_int("linspace", "num", num)
@@ -734,7 +1028,30 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
 
 def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0,
              dtype: Any = None, axis: int = 0) -> Any:
-    """``jnp.logspace``: ``base ** linspace(start, stop)``, computed in the inexact dtype."""
+    """Return numbers spaced evenly on a log scale.
+
+    This is `base ** linspace(start, stop, num)`, computed in the inexact dtype.
+
+    Args:
+        start: `base ** start` is the first value.
+        stop: `base ** stop` is the last value (unless `endpoint` is False).
+        num: Number of samples (static, default 50).
+        endpoint: Whether `base ** stop` is included.
+        base: Base of the log space (default 10).
+        dtype: Optional dtype; by default the inexact type of the inputs.
+        axis: Axis of the result along which the samples lie, when the bounds are arrays.
+    Returns:
+        An array of `num` samples.
+
+    Examples:
+        >>> jnp.logspace(0, 3, 4)
+        Array([   1.,   10.,  100., 1000.], dtype=float32)
+        >>> jnp.logspace(0, 3, 4, base=2)
+        Array([1., 2., 4., 8.], dtype=float32)
+
+    See also:
+        `geomspace`, `linspace`.
+    """
     from ftrans.numpy._elementwise import power
 
     d, cd = _space_dtypes("logspace", start, stop, dtype)
@@ -745,7 +1062,29 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
 
 def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None,
               axis: int = 0) -> Any:
-    """``jnp.geomspace``: a log-spaced progression, with the sign of ``start`` (both ends share it)."""
+    """Return numbers spaced evenly on a log scale, given the end values themselves.
+
+    Both ends must have the same sign, which the result keeps.
+
+    Args:
+        start: First value of the sequence (nonzero).
+        stop: Last value of the sequence (unless `endpoint` is False).
+        num: Number of samples (static, default 50).
+        endpoint: Whether `stop` is included.
+        dtype: Optional dtype; by default the inexact type of the inputs.
+        axis: Axis of the result along which the samples lie, when the bounds are arrays.
+    Returns:
+        An array of `num` samples forming a geometric progression.
+
+    Examples:
+        >>> jnp.geomspace(1, 1000, 4)
+        Array([   1.,   10.,  100., 1000.], dtype=float32)
+        >>> jnp.geomspace(-1, -16, 5)
+        Array([ -1.       ,  -2.       ,  -4.0000005,  -8.       , -16.000002 ], dtype=float32)
+
+    See also:
+        `logspace`, `linspace`.
+    """
     from ftrans.numpy._elementwise import log10, multiply, sign, true_divide
 
     d, cd = _space_dtypes("geomspace", start, stop, dtype)
@@ -792,7 +1131,31 @@ def _diagonal_mask(name: str, n: int, m: int, k: Any, prim: Any) -> Any:
 
 @_placed
 def eye(N: Any, M: Any = None, k: Any = 0, dtype: Any = None, *, device: Any = None) -> Any:
-    """``jnp.eye``: ones on the ``k``-th diagonal; staged as iota == iota, not a constant."""
+    """Return a 2-D array with ones on a diagonal and zeros elsewhere.
+
+    Built as a comparison of two iotas (not a stored constant), so it is cheap under `jit`.
+
+    Args:
+        N: Number of rows.
+        M: Number of columns (default `N`).
+        k: Index of the diagonal: 0 is the main one, positive values are above it, negative below.
+        dtype: Optional dtype; defaults to the default float dtype.
+        device: Optional device (or sharding) to place the result on.
+    Returns:
+        An `(N, M)` array with ones on the `k`-th diagonal.
+
+    Examples:
+        >>> jnp.eye(3)
+        Array([[1., 0., 0.],
+               [0., 1., 0.],
+               [0., 0., 1.]], dtype=float32)
+        >>> jnp.eye(2, 3, k=1, dtype=jnp.int32)
+        Array([[0, 1, 0],
+               [0, 0, 1]], dtype=int32)
+
+    See also:
+        `identity`, `diag`, `tri`.
+    """
     n = _dim("eye", "N", N)
     m = n if M is None else _dim("eye", "M", M)
     d = _dtype_arg("eye", dtype) or dtypes.default_float()
@@ -803,12 +1166,53 @@ def eye(N: Any, M: Any = None, k: Any = 0, dtype: Any = None, *, device: Any = N
 
 
 def identity(n: Any, dtype: Any = None) -> Any:
-    """``jnp.identity``: the ``n x n`` identity matrix."""
+    """Return the square identity matrix.
+
+    Args:
+        n: Number of rows and columns.
+        dtype: Optional dtype; defaults to the default float dtype.
+    Returns:
+        An `(n, n)` array with ones on the main diagonal.
+
+    Examples:
+        >>> jnp.identity(2)
+        Array([[1., 0.],
+               [0., 1.]], dtype=float32)
+        >>> jnp.identity(3, dtype=bool)
+        Array([[ True, False, False],
+               [False,  True, False],
+               [False, False,  True]], dtype=bool)
+
+    See also:
+        `eye`.
+    """
     return eye(n, dtype=dtype)
 
 
 def tri(N: Any, M: Any = None, k: Any = 0, dtype: Any = None) -> Any:
-    """``jnp.tri``: ones at and below the ``k``-th diagonal."""
+    """Return an array with ones at and below a diagonal and zeros elsewhere.
+
+    Args:
+        N: Number of rows.
+        M: Number of columns (default `N`).
+        k: The diagonal at and below which the array is filled: 0 is the main one, positive values are above
+            it.
+        dtype: Optional dtype; defaults to the default float dtype.
+    Returns:
+        An `(N, M)` array of that lower-triangular pattern.
+
+    Examples:
+        >>> jnp.tri(3)
+        Array([[1., 0., 0.],
+               [1., 1., 0.],
+               [1., 1., 1.]], dtype=float32)
+        >>> jnp.tri(2, 3, k=1, dtype=jnp.int32)
+        Array([[1, 1, 0],
+               [1, 1, 1]], dtype=int32)
+
+    See also:
+        `tril`, `triu`.
+    """
     n = _dim("tri", "N", N)
     m = n if M is None else _dim("tri", "M", M)
     d = _dtype_arg("tri", dtype) or dtypes.default_float()
@@ -834,17 +1238,89 @@ def _triangle(name: str, m: Any, k: Any, lower: bool) -> Any:
 
 
 def tril(m: Any, k: Any = 0) -> Any:
-    """``jnp.tril``: ``m`` with everything above the ``k``-th diagonal zeroed (last two axes)."""
+    """Return the lower triangle of a matrix (or of a stack of matrices).
+
+    Everything above the `k`-th diagonal of the last two axes is set to zero.
+
+    Args:
+        m: Array with at least 2 dimensions.
+        k: Diagonal above which to zero elements: 0 is the main one, positive values are above it.
+    Returns:
+        An array of `m`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.arange(1, 10).reshape(3, 3)
+        >>> jnp.tril(x)
+        Array([[1, 0, 0],
+               [4, 5, 0],
+               [7, 8, 9]], dtype=int32)
+        >>> jnp.tril(x, k=-1)
+        Array([[0, 0, 0],
+               [4, 0, 0],
+               [7, 8, 0]], dtype=int32)
+
+    See also:
+        `triu`, `tri`.
+    """
     return _triangle("tril", m, k, lower=True)
 
 
 def triu(m: Any, k: Any = 0) -> Any:
-    """``jnp.triu``: ``m`` with everything below the ``k``-th diagonal zeroed (last two axes)."""
+    """Return the upper triangle of a matrix (or of a stack of matrices).
+
+    Everything below the `k`-th diagonal of the last two axes is set to zero.
+
+    Args:
+        m: Array with at least 2 dimensions.
+        k: Diagonal below which to zero elements: 0 is the main one, positive values are above it.
+    Returns:
+        An array of `m`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.arange(1, 10).reshape(3, 3)
+        >>> jnp.triu(x)
+        Array([[1, 2, 3],
+               [0, 5, 6],
+               [0, 0, 9]], dtype=int32)
+        >>> jnp.triu(x, k=1)
+        Array([[0, 2, 3],
+               [0, 0, 6],
+               [0, 0, 0]], dtype=int32)
+
+    See also:
+        `tril`.
+    """
     return _triangle("triu", m, k, lower=False)
 
 
 def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list:
-    """``jnp.meshgrid``: coordinate grids from 1-D arrays ('xy' swaps the first two output axes)."""
+    """Return coordinate grids built from 1-D coordinate vectors.
+
+    Args:
+        *xi: 1-D arrays of coordinates, one per dimension.
+        copy: Accepted for NumPy compatibility (arrays are immutable).
+        sparse: If True, return broadcastable arrays with size-1 axes instead of full grids.
+        indexing: `'xy'` (Cartesian, the default: the first two output axes are swapped) or `'ij'` (matrix
+            indexing).
+    Returns:
+        A list of `len(xi)` arrays, one per coordinate.
+
+    Examples:
+        >>> x, y = jnp.meshgrid(jnp.array([1, 2, 3]), jnp.array([10, 20]))
+        >>> x
+        Array([[1, 2, 3],
+               [1, 2, 3]], dtype=int32)
+        >>> y
+        Array([[10, 10, 10],
+               [20, 20, 20]], dtype=int32)
+        >>> [g.shape for g in jnp.meshgrid(jnp.arange(3), jnp.arange(2), indexing="ij")]
+        [(3, 2), (3, 2)]
+        >>> [g.shape for g in jnp.meshgrid(jnp.arange(3), jnp.arange(2), sparse=True)]
+        [(1, 3), (2, 1)]
+
+    See also:
+        `indices`, `ix_`.
+    """
     check_arraylike("meshgrid", *xi)
     if indexing not in ("xy", "ij"):
         raise FtransValueError(f"meshgrid: valid values for indexing are 'xy' and 'ij', got {indexing!r}")
@@ -871,8 +1347,26 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
 
 
 def diag(v: Any, k: int = 0) -> Any:
-    """``jnp.diag``: a 1-D array becomes a square matrix with it on the ``k``-th diagonal;
-    a 2-D array gives its ``k``-th diagonal."""
+    """Extract a diagonal of a matrix, or build a diagonal matrix from a vector.
+
+    A 1-D input becomes a square matrix with it on the `k`-th diagonal; a 2-D input gives its `k`-th diagonal.
+
+    Args:
+        v: A 1-D or 2-D array.
+        k: Index of the diagonal: 0 is the main one, positive values are above it, negative below.
+    Returns:
+        For 1-D `v`, a 2-D array of size `len(v) + abs(k)` per side; for 2-D `v`, the 1-D diagonal.
+
+    Examples:
+        >>> jnp.diag(jnp.array([1, 2]))
+        Array([[1, 0],
+               [0, 2]], dtype=int32)
+        >>> jnp.diag(jnp.arange(9).reshape(3, 3), k=1)
+        Array([1, 5], dtype=int32)
+
+    See also:
+        `diagonal`, `diagflat`, `eye`.
+    """
     check_arraylike("diag", v)
     x = as_operand(v)
     kk = _static_int("diag", "k", k)
@@ -909,7 +1403,26 @@ def _diagonal_2d(x: Any, k: int) -> Any:
 
 
 def diagflat(v: Any, k: int = 0) -> Any:
-    """``jnp.diagflat``: ``diag`` of the flattened input (strongly typed, as in JAX)."""
+    """Build a 2-D array with the flattened input on a diagonal.
+
+    As in JAX the result is strongly typed.
+
+    Args:
+        v: Input array of any shape; it is flattened.
+        k: Index of the diagonal: 0 is the main one, positive values are above it, negative below.
+    Returns:
+        A square 2-D array with the elements of `v` on the `k`-th diagonal.
+
+    Examples:
+        >>> jnp.diagflat(jnp.array([[1, 2], [3, 4]]))
+        Array([[1, 0, 0, 0],
+               [0, 2, 0, 0],
+               [0, 0, 3, 0],
+               [0, 0, 0, 4]], dtype=int32)
+
+    See also:
+        `diag`.
+    """
     check_arraylike("diagflat", v)
     out = diag(_shape.ravel(as_operand(v)), k)
     return retype(out, dtype_weak(out)[0], False)

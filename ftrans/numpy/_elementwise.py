@@ -45,6 +45,7 @@ from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
 from ftrans.core.trace import Tracer, can_shortcut, outputs_checked
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy import error as _err
+from ftrans.numpy._elementwise_docs import DOCS as _DOCS
 from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__: list[str] = []
@@ -1139,3 +1140,10 @@ def conjugate(x: Any, /) -> Any:
 
 conj = conjugate
 __all__.append("conj")
+
+
+# The docstrings (Args, Returns, Examples) of the functions above live in _elementwise_docs, by name.
+for _name in __all__:
+    if _name in _DOCS:
+        globals()[_name].__doc__ = _DOCS[_name]
+del _name

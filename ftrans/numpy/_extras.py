@@ -75,10 +75,29 @@ def _real_dtype(d: np.dtype) -> np.dtype:
 
 # ---------------------------------------------------------------- comparisons
 def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
-    """``jnp.isclose``: ``|a - b| <= atol + rtol * |b|``, infinities equal to themselves.
+    """Test elementwise whether two arrays are equal within a tolerance.
 
-    Integer inputs are compared in floating point, as JAX promotes to inexact first. Key arrays (of one
-    key type) are close where they are equal.
+    The test is `|a - b| <= atol + rtol * |b|`; infinities are close only to themselves. Integer inputs are
+    compared in floating point, as JAX promotes to inexact first. Key arrays (of one key type) are close where
+    they are equal.
+
+    Args:
+        a: First array.
+        b: Second array; broadcasts against `a`.
+        rtol: Relative tolerance.
+        atol: Absolute tolerance.
+        equal_nan: Whether NaNs compare equal to each other.
+    Returns:
+        A bool array of the broadcast shape.
+
+    Examples:
+        >>> jnp.isclose(jnp.array([1.0, 1.1, jnp.nan]), jnp.array([1.0 + 1e-9, 1.0, jnp.nan]))
+        Array([ True, False, False], dtype=bool)
+        >>> jnp.isclose(jnp.array([jnp.nan]), jnp.array([jnp.nan]), equal_nan=True)
+        Array([ True], dtype=bool)
+
+    See also:
+        `allclose`, `equal`.
     """
     from ftrans.core.keys import is_key
 
@@ -100,12 +119,52 @@ def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: boo
 
 
 def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
-    """``jnp.allclose``: a 0-d bool array (not a Python bool, so it also works traced)."""
+    """Test whether all elements of two arrays are equal within a tolerance.
+
+    The result is a 0-d bool array, not a Python bool, so it also works under `jit`.
+
+    Args:
+        a: First array.
+        b: Second array; broadcasts against `a`.
+        rtol: Relative tolerance.
+        atol: Absolute tolerance.
+        equal_nan: Whether NaNs compare equal to each other.
+    Returns:
+        A 0-d bool array.
+
+    Examples:
+        >>> jnp.allclose(jnp.array([1.0, 2.0]), jnp.array([1.0, 2.0 + 1e-7]))
+        Array(True, dtype=bool)
+        >>> jnp.allclose(jnp.array([1.0, 2.0]), jnp.array([1.0, 2.1]))
+        Array(False, dtype=bool)
+
+    See also:
+        `isclose`, `array_equal`.
+    """
     return jnp.all(isclose(a, b, rtol, atol, equal_nan))
 
 
 def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
-    """``jnp.array_equal``: same shape and equal elements; different shapes give False."""
+    """Test whether two arrays have the same shape and the same elements.
+
+    Different shapes give False rather than an error.
+
+    Args:
+        a1: First array.
+        a2: Second array.
+        equal_nan: Whether NaNs compare equal to each other.
+    Returns:
+        A 0-d bool array.
+
+    Examples:
+        >>> jnp.array_equal(jnp.array([1, 2]), jnp.array([1, 2]))
+        Array(True, dtype=bool)
+        >>> jnp.array_equal(jnp.array([1, 2]), jnp.array([[1, 2]]))
+        Array(False, dtype=bool)
+
+    See also:
+        `array_equiv`, `allclose`.
+    """
     a1, a2 = jnp.asarray(a1), jnp.asarray(a2)
     if tuple(shape_of(a1)) != tuple(shape_of(a2)):
         return jnp.array(False)
@@ -116,7 +175,25 @@ def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
 
 
 def array_equiv(a1: Any, a2: Any) -> Any:
-    """``jnp.array_equiv``: equal after broadcasting; unbroadcastable shapes give False."""
+    """Test whether two arrays are equal after broadcasting.
+
+    Shapes that do not broadcast give False.
+
+    Args:
+        a1: First array.
+        a2: Second array.
+    Returns:
+        A 0-d bool array.
+
+    Examples:
+        >>> jnp.array_equiv(jnp.array([1, 2]), jnp.array([[1, 2], [1, 2]]))
+        Array(True, dtype=bool)
+        >>> jnp.array_equiv(jnp.array([1, 2]), jnp.array([1, 2, 3]))
+        Array(False, dtype=bool)
+
+    See also:
+        `array_equal`.
+    """
     a1, a2 = jnp.asarray(a1), jnp.asarray(a2)
     try:
         eq = jnp.equal(a1, a2)
@@ -136,7 +213,31 @@ def _pad_operand(name: str, x: Any, shape: tuple[int, ...], axis: int) -> Any:
 
 
 def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Any:
-    """``jnp.diff``: ``n``-th forward difference along ``axis`` (``!=`` for booleans)."""
+    """Compute the `n`-th discrete difference along an axis.
+
+    For booleans the difference is `!=`.
+
+    Args:
+        a: Input array.
+        n: Number of times to take the difference.
+        axis: The axis along which to take it.
+        prepend: Values to put before `a` along `axis` first.
+        append: Values to put after `a` along `axis` first.
+    Returns:
+        An array `n` shorter along `axis` (plus any prepended/appended length).
+
+    Examples:
+        >>> x = jnp.array([1, 4, 9, 16])
+        >>> jnp.diff(x)
+        Array([3, 5, 7], dtype=int32)
+        >>> jnp.diff(x, n=2)
+        Array([2, 2], dtype=int32)
+        >>> jnp.diff(x, prepend=0)
+        Array([1, 3, 5, 7], dtype=int32)
+
+    See also:
+        `ediff1d`, `gradient`, `cumsum`.
+    """
     arr = _arr("diff", a)
     n = _index("diff", n, "n")
     axis = _index("diff", axis, "axis")
@@ -165,7 +266,24 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
 
 
 def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
-    """``jnp.ediff1d``: differences of the flattened array, with optional ends (cast to its dtype)."""
+    """Differences between consecutive elements of the flattened array.
+
+    Optional values can be put before and after; they are cast to the array's dtype.
+
+    Args:
+        ary: Input array (flattened).
+        to_end: Values appended to the differences.
+        to_begin: Values prepended to the differences.
+    Returns:
+        A 1-D array.
+
+    Examples:
+        >>> jnp.ediff1d(jnp.array([1, 2, 4, 7]), to_begin=-9)
+        Array([-9,  1,  2,  3], dtype=int32)
+
+    See also:
+        `diff`.
+    """
     arr = jnp.ravel(_arr("ediff1d", ary))
     d = dtype_weak(arr)[0]
     result = jnp.subtract(arr[1:], arr[:-1])
@@ -177,7 +295,29 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
 
 
 def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
-    """``jnp.cross``: 2-d (scalar result) or 3-d cross products, batched over the other axes."""
+    """Cross product of 2- or 3-element vectors.
+
+    2-element vectors give the scalar z component; the other axes broadcast.
+
+    Args:
+        a: First array of vectors.
+        b: Second array of vectors.
+        axisa: Axis of `a` holding the vectors.
+        axisb: Axis of `b` holding the vectors.
+        axisc: Axis of the result holding the vectors (for 3-element vectors).
+        axis: If given, overrides `axisa`, `axisb` and `axisc`.
+    Returns:
+        The cross products, in the promoted dtype.
+
+    Examples:
+        >>> jnp.cross(jnp.array([1, 0, 0]), jnp.array([0, 1, 0]))
+        Array([0, 0, 1], dtype=int32)
+        >>> jnp.cross(jnp.array([1, 2]), jnp.array([3, 4]))
+        Array(-2, dtype=int32)
+
+    See also:
+        `dot`, `outer`.
+    """
     check_arraylike("cross", a, b)
     if axis is not None:
         axisa = axisb = axisc = axis
@@ -232,13 +372,45 @@ def _gcd_abs(x1: Any, x2: Any) -> Any:
 
 
 def gcd(x1: Any, x2: Any) -> Any:
-    """``jnp.gcd``: greatest common divisor of the absolute values."""
+    """Greatest common divisor of two integer arrays, elementwise.
+
+    The result is that of the absolute values.
+
+    Args:
+        x1: First integer array.
+        x2: Second integer array; broadcasts against `x1`.
+    Returns:
+        An integer array of the broadcast shape.
+
+    Examples:
+        >>> jnp.gcd(jnp.array([12, 20, -9]), jnp.array([18, 5, 6]))
+        Array([6, 5, 3], dtype=int32)
+
+    See also:
+        `lcm`.
+    """
     x1, x2 = _int_pair("gcd", x1, x2)
     return _gcd_abs(jnp.abs(x1), jnp.abs(x2))
 
 
 def lcm(x1: Any, x2: Any) -> Any:
-    """``jnp.lcm``: least common multiple of the absolute values (0 if either is 0)."""
+    """Least common multiple of two integer arrays, elementwise.
+
+    The result is that of the absolute values, and 0 if either is 0.
+
+    Args:
+        x1: First integer array.
+        x2: Second integer array; broadcasts against `x1`.
+    Returns:
+        An integer array of the broadcast shape.
+
+    Examples:
+        >>> jnp.lcm(jnp.array([4, 6, 0]), jnp.array([6, 4, 3]))
+        Array([12, 12,  0], dtype=int32)
+
+    See also:
+        `gcd`.
+    """
     x1, x2 = _int_pair("lcm", x1, x2)
     x1, x2 = jnp.abs(x1), jnp.abs(x2)
     d = _gcd_abs(x1, x2)
@@ -252,10 +424,23 @@ _INT_OF_WIDTH = {2: np.int16, 4: np.int32, 8: np.int64}
 
 
 def frexp(x: Any, /) -> tuple[Any, Any]:
-    """``jnp.frexp``: mantissa in [0.5, 1) and int32 exponent, by bit manipulation.
+    """Split floating-point values into mantissa and exponent, elementwise.
 
-    Subnormals are first scaled into the normal range so the exponent field
-    is meaningful; zeros, infinities and NaNs pass through with exponent 0.
+    The mantissa is in `[0.5, 1)` in magnitude and `x == mantissa * 2**exponent`. Computed by bit
+    manipulation: subnormals are first scaled into the normal range so the exponent is meaningful; zeros,
+    infinities and NaNs pass through with exponent 0.
+
+    Args:
+        x: Input array (integers are promoted to float).
+    Returns:
+        A pair `(mantissa, exponent)`: a float array and an int32 array of `x`'s shape.
+
+    Examples:
+        >>> jnp.frexp(jnp.array([8., 0.3, -5.]))
+        (Array([ 0.5  ,  0.6  , -0.625], dtype=float32), Array([ 4, -1,  3], dtype=int32))
+
+    See also:
+        `ldexp`, `modf`.
     """
     check_arraylike("frexp", x)
     (x,) = _inexact("frexp", x)
@@ -298,7 +483,23 @@ def _frexp_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 
 def ldexp(x1: Any, x2: Any, /) -> Any:
-    """``jnp.ldexp``: ``x1 * 2**x2``, via frexp so large exponents do not overflow early."""
+    """Compute `x1 * 2**x2`, elementwise.
+
+    Computed via `frexp`, so large exponents do not overflow early.
+
+    Args:
+        x1: Mantissas (floating).
+        x2: Integer exponents; broadcasts against `x1`.
+    Returns:
+        An array of the broadcast shape with `x1`'s inexact dtype.
+
+    Examples:
+        >>> jnp.ldexp(jnp.array([0.5, 1.5]), jnp.array([4, -1]))
+        Array([8.  , 0.75], dtype=float32)
+
+    See also:
+        `frexp`.
+    """
     check_arraylike("ldexp", x1, x2)
     d1, d2 = dtype_weak(x1)[0], dtype_weak(x2)[0]
     if d1.kind == "c" or d2.kind in "fcV" or d2 == dtypes.bfloat16:
@@ -317,7 +518,23 @@ def ldexp(x1: Any, x2: Any, /) -> Any:
 
 
 def modf(x: Any, /, out: None = None) -> tuple[Any, Any]:
-    """``jnp.modf``: fractional and integral parts, both with the sign of ``x``."""
+    """Split values into fractional and integral parts, elementwise.
+
+    Both parts have the sign of `x`.
+
+    Args:
+        x: Input array.
+        out: Unused; must be None.
+    Returns:
+        A pair `(fractional, integral)` of arrays of `x`'s shape and float dtype.
+
+    Examples:
+        >>> jnp.modf(jnp.array([2.5, -1.25]))
+        (Array([ 0.5 , -0.25], dtype=float32), Array([ 2., -1.], dtype=float32))
+
+    See also:
+        `trunc`, `frexp`.
+    """
     if out is not None:
         raise NotImplementedError("modf: out is not supported")
     check_arraylike("modf", x)
@@ -327,7 +544,22 @@ def modf(x: Any, /, out: None = None) -> tuple[Any, Any]:
 
 
 def fabs(x: Any, /) -> Any:
-    """``jnp.fabs``: absolute value in floating point; complex input is an error as in NumPy."""
+    """Absolute value in floating point, elementwise.
+
+    Integers are promoted to the default float dtype; complex input is an error, as in NumPy.
+
+    Args:
+        x: Input array (real).
+    Returns:
+        An array of `x`'s shape with a floating dtype.
+
+    Examples:
+        >>> jnp.fabs(jnp.array([-2, 3]))
+        Array([2., 3.], dtype=float32)
+
+    See also:
+        `absolute`.
+    """
     check_arraylike("fabs", x)
     if dtype_weak(x)[0].kind == "c":
         raise FtransTypeError("ufunc 'fabs' does not support complex dtypes")
@@ -336,18 +568,45 @@ def fabs(x: Any, /) -> Any:
 
 
 def float_power(x: Any, y: Any, /) -> Any:
-    """``jnp.float_power``: power in the promoted inexact type (float32 unless x64, as in JAX)."""
+    """Raise `x` to the power `y` elementwise, in floating point.
+
+    The computation is in the promoted inexact type (float32 unless x64 is on, as in JAX; NumPy uses float64).
+
+    Args:
+        x: Base.
+        y: Exponent; broadcasts against `x`.
+    Returns:
+        An array of the broadcast shape with an inexact dtype.
+
+    Examples:
+        >>> jnp.float_power(jnp.array([2, 3]), jnp.array([-1, 2]))
+        Array([0.5, 9. ], dtype=float32)
+
+    See also:
+        `power`.
+    """
     check_arraylike("float_power", x, y)
     x, y = _inexact("float_power", x, y)
     return jnp.power(x, y)
 
 
 def sinc(x: Any, /) -> Any:
-    """``jnp.sinc``: ``sin(pi x) / (pi x)``, exactly 1 at 0.
+    """Normalized sinc function `sin(pi x) / (pi x)`, elementwise.
 
-    At 0 the value comes from ``_sinc_taylor``, whose derivatives of every order
-    are those of ``sin(t)/t`` at 0, so ``grad(grad(sinc))(0.)`` is ``-pi**2/3``
-    (JAX's choice), not the 0 a plain ``where`` would give.
+    The value at 0 is exactly 1. Its derivatives of every order at 0 are those of `sin(t)/t`, so
+    `grad(grad(sinc))(0.)` is `-pi**2/3` (JAX's choice), not the 0 a plain `where` would give.
+
+    Args:
+        x: Input array (integers are promoted to float).
+    Returns:
+        An array of `x`'s shape and inexact dtype.
+
+    Examples:
+        >>> jnp.sinc(jnp.array([0., 0.5, 1.]))
+        Array([ 1.0000000e+00,  6.3661975e-01, -2.7827534e-08], dtype=float32)
+
+    See also:
+        `sin`.
     """
     check_arraylike("sinc", x)
     (x,) = _inexact("sinc", x)
@@ -370,7 +629,20 @@ _sinc_taylor.defjvp(lambda k, p, t: (_sinc_taylor(k, p[0]), jnp.multiply(_sinc_t
 
 
 def spacing(x: Any, /) -> Any:
-    """``jnp.spacing``: distance to the next representable value away from zero."""
+    """Distance from each value to the next representable value away from zero.
+
+    Args:
+        x: Input array (integers are promoted to float).
+    Returns:
+        An array of `x`'s shape and inexact dtype.
+
+    Examples:
+        >>> jnp.spacing(jnp.array([1., 1024.], dtype=jnp.float32))
+        Array([1.1920929e-07, 1.2207031e-04], dtype=float32)
+
+    See also:
+        `nextafter`, `finfo`.
+    """
     check_arraylike("spacing", x)
     (x,) = _inexact("spacing", x)
     d = dtype_weak(x)[0]
@@ -396,12 +668,23 @@ def _chbevl(x: Any, coefs: Sequence[float]) -> Any:
 
 
 def i0(x: Any) -> Any:
-    """``jnp.i0``: modified Bessel function I0 from Cephes' Chebyshev expansions.
+    """Modified Bessel function of the first kind, order 0, elementwise.
 
-    The expansions are of ``exp(-|x|) I0(x)`` on [0, 8] and (8, inf), the same
-    ones NumPy uses; the coefficient tables are read from NumPy. The derivative
-    is jax 0.11's: ``I1(x)`` (so the second derivative at 0 is 1/2), which is ``inf``,
-    not NaN, where ``exp`` overflows.
+    Computed from Cephes' Chebyshev expansions of `exp(-|x|) I0(x)` on [0, 8] and (8, inf), the ones NumPy
+    uses (the coefficient tables are read from NumPy). The derivative is jax 0.11's: `I1(x)` (so the second
+    derivative at 0 is 1/2), which is `inf`, not NaN, where `exp` overflows.
+
+    Args:
+        x: Real input array (integers are promoted to float).
+    Returns:
+        An array of `x`'s shape and inexact dtype.
+
+    Examples:
+        >>> jnp.i0(jnp.array([0., 1., 2.]))
+        Array([0.99999994, 1.266066  , 2.2795851 ], dtype=float32)
+
+    See also:
+        `kaiser`.
     """
     check_arraylike("i0", x)
     (x,) = _inexact("i0", x)
@@ -469,7 +752,27 @@ def _i1_series_jvp(k: int, primals: tuple, tangents: tuple) -> tuple:
 
 # ---------------------------------------------------------------- type predicates
 def isscalar(element: Any) -> bool:
-    """``jnp.isscalar``: Python/NumPy scalars and any 0-d array (JAX's JIT-invariant rule)."""
+    """Test whether an object is a scalar.
+
+    Following JAX's rule (which does not change under `jit`), Python and NumPy scalars and any 0-d array count
+    as scalars.
+
+    Args:
+        element: Any object.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.isscalar(3.0)
+        True
+        >>> jnp.isscalar(jnp.array(3.0))
+        True
+        >>> jnp.isscalar(jnp.array([3.0]))
+        False
+
+    See also:
+        `ndim`.
+    """
     if np.isscalar(element):
         return True
     if isinstance(element, (np.ndarray, jnp.ndarray, Tracer)):
@@ -480,19 +783,62 @@ def isscalar(element: Any) -> bool:
 
 
 def iscomplex(x: Any) -> Any:
-    """``jnp.iscomplex``: elementwise nonzero imaginary part."""
+    """Test elementwise for a nonzero imaginary part.
+
+    Args:
+        x: Input array.
+    Returns:
+        A bool array of `x`'s shape (all False for real input).
+
+    Examples:
+        >>> jnp.iscomplex(jnp.array([1 + 1j, 2 + 0j, 3]))
+        Array([ True, False, False], dtype=bool)
+
+    See also:
+        `isreal`, `iscomplexobj`.
+    """
     i = jnp.imag(_arr("iscomplex", x))
     return jnp.not_equal(i, jnp.zeros_like(i))
 
 
 def isreal(x: Any) -> Any:
-    """``jnp.isreal``: elementwise zero imaginary part."""
+    """Test elementwise for a zero imaginary part.
+
+    Args:
+        x: Input array.
+    Returns:
+        A bool array of `x`'s shape (all True for real input).
+
+    Examples:
+        >>> jnp.isreal(jnp.array([1 + 1j, 2 + 0j, 3]))
+        Array([False,  True,  True], dtype=bool)
+
+    See also:
+        `iscomplex`, `isrealobj`.
+    """
     i = jnp.imag(_arr("isreal", x))
     return jnp.equal(i, jnp.zeros_like(i))
 
 
 def iscomplexobj(x: Any) -> bool:
-    """``jnp.iscomplexobj``: whether the dtype of ``x`` is complex (a Python bool)."""
+    """Test whether an object has a complex dtype.
+
+    The dtype decides, not the values.
+
+    Args:
+        x: Array, scalar or array-like.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.iscomplexobj(jnp.array([1 + 0j]))
+        True
+        >>> jnp.iscomplexobj(1.0)
+        False
+
+    See also:
+        `isrealobj`, `iscomplex`.
+    """
     if isinstance(x, (complex, np.complexfloating)):
         return True
     if x is None or isinstance(x, (bool, int, float, str, np.generic)):
@@ -505,7 +851,22 @@ def iscomplexobj(x: Any) -> bool:
 
 
 def isrealobj(x: Any) -> bool:
-    """``jnp.isrealobj``: not ``iscomplexobj``."""
+    """Test whether an object has a non-complex dtype.
+
+    It is `not iscomplexobj(x)`.
+
+    Args:
+        x: Array, scalar or array-like.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.isrealobj(jnp.array([1.0]))
+        True
+
+    See also:
+        `iscomplexobj`.
+    """
     return not iscomplexobj(x)
 
 
@@ -521,7 +882,24 @@ _KINDS: dict[str, Callable[[np.dtype], bool]] = {
 
 
 def isdtype(dtype: Any, kind: Any) -> bool:
-    """``jnp.isdtype`` (array API): ``dtype`` is of ``kind`` (a name, a dtype, or a tuple of them)."""
+    """Test whether a dtype is of a given kind (array API).
+
+    Args:
+        dtype: The dtype to test.
+        kind: A kind name (`'bool'`, `'signed integer'`, `'unsigned integer'`, `'integral'`, `'real
+            floating'`, `'complex floating'`, `'numeric'`), a dtype, or a tuple of them.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.isdtype(jnp.float32, "real floating")
+        True
+        >>> jnp.isdtype(jnp.int8, ("bool", "unsigned integer"))
+        False
+
+    See also:
+        `issubdtype`.
+    """
     try:
         d = np.dtype(dtypes.to_dtype(dtype))
     except TypeError:
@@ -543,13 +921,44 @@ def isdtype(dtype: Any, kind: Any) -> bool:
 
 
 def iterable(y: Any) -> bool:
-    """``jnp.iterable``: whether ``iter(y)`` works (NumPy's definition)."""
+    """Test whether an object can be iterated over.
+
+    This is NumPy's definition: whether `iter(y)` works.
+
+    Args:
+        y: Any object.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.iterable([1, 2])
+        True
+        >>> jnp.iterable(2)
+        False
+    """
     return bool(np.iterable(y))
 
 
 # ---------------------------------------------------------------- shapes and indices
 def rollaxis(a: Any, axis: int, start: int = 0) -> Any:
-    """``jnp.rollaxis``: move ``axis`` so it lies before ``start`` (NumPy's legacy moveaxis)."""
+    """Move an axis so that it lies before a given position (NumPy's legacy `moveaxis`).
+
+    Args:
+        a: Input array.
+        axis: The axis to move.
+        start: The axis moves until it lies before this position.
+    Returns:
+        An array of `a`'s dtype with the axis moved.
+
+    Examples:
+        >>> jnp.rollaxis(jnp.ones((2, 3, 4)), 2).shape
+        (4, 2, 3)
+        >>> jnp.rollaxis(jnp.ones((2, 3, 4)), 0, 2).shape
+        (3, 2, 4)
+
+    See also:
+        `moveaxis`.
+    """
     a = _arr("rollaxis", a)
     start = _index("rollaxis", start, "start")
     nd = len(shape_of(a))
@@ -564,7 +973,23 @@ def rollaxis(a: Any, axis: int, start: int = 0) -> Any:
 
 
 def unravel_index(indices: Any, shape: Any) -> tuple[Any, ...]:
-    """``jnp.unravel_index``: flat indices to coordinate arrays; out-of-range indices are clipped."""
+    """Convert flat indices into coordinate arrays for a shape.
+
+    Out-of-range indices are clipped, as in JAX.
+
+    Args:
+        indices: Integer array of flat indices.
+        shape: The shape of the array the indices refer to.
+    Returns:
+        A tuple of integer arrays, one per dimension, of `indices`'s shape.
+
+    Examples:
+        >>> jnp.unravel_index(jnp.array([1, 5, 7]), (3, 3))
+        (Array([0, 1, 2], dtype=int32), Array([1, 2, 1], dtype=int32))
+
+    See also:
+        `ravel_multi_index`.
+    """
     idx = _arr("unravel_index", indices)
     try:
         dims = list(shape)
@@ -582,10 +1007,25 @@ def unravel_index(indices: Any, shape: Any) -> tuple[Any, ...]:
 
 def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str = "raise", order: str = "C",
                       *, dtype: Any = None) -> Any:
-    """``jnp.ravel_multi_index``: coordinate arrays to flat indices.
+    """Convert a tuple of coordinate arrays into flat indices.
 
-    ``mode='raise'`` checks bounds, so it needs concrete indices; ``'clip'``,
-    ``'wrap'`` and ``'ignore'`` work traced.
+    `mode='raise'` checks bounds, so it needs concrete indices; `'clip'`, `'wrap'` and `'ignore'` work traced.
+
+    Args:
+        multi_index: Tuple of integer arrays, one per dimension.
+        dims: The shape of the array the indices refer to.
+        mode: Out-of-range handling: `'raise'` (default), `'clip'`, `'wrap'` or `'ignore'`.
+        order: `'C'` (row-major, default) or `'F'` (column-major).
+        dtype: Optional integer dtype of the result.
+    Returns:
+        An integer array of flat indices, of the broadcast shape of the inputs.
+
+    Examples:
+        >>> jnp.ravel_multi_index((jnp.array([0, 1, 2]), jnp.array([1, 0, 2])), (3, 3))
+        Array([1, 3, 8], dtype=int32)
+
+    See also:
+        `unravel_index`.
     """
     if len(multi_index) != len(dims):
         raise FtransValueError(
@@ -638,7 +1078,30 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
 
 
 def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:  # noqa: N803 - NumPy's name
-    """``jnp.vander``: columns are powers of ``x`` (decreasing unless ``increasing``)."""
+    """Generate a Vandermonde matrix.
+
+    The columns are powers of `x`, decreasing unless `increasing`.
+
+    Args:
+        x: 1-D input array.
+        N: Number of columns (default `len(x)`).
+        increasing: If True, the powers increase from left to right.
+    Returns:
+        An array of shape `(len(x), N)`.
+
+    Examples:
+        >>> jnp.vander(jnp.array([1, 2, 3]))
+        Array([[1, 1, 1],
+               [4, 2, 1],
+               [9, 3, 1]], dtype=int32)
+        >>> jnp.vander(jnp.array([1, 2, 3]), 2, increasing=True)
+        Array([[1, 1],
+               [1, 2],
+               [1, 3]], dtype=int32)
+
+    See also:
+        `polyval`.
+    """
     x = _arr("vander", x)
     if len(shape_of(x)) != 1:
         raise FtransValueError(f"vander: x must be a one-dimensional array, got shape {shape_of(x)}")
@@ -653,7 +1116,25 @@ def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:  # no
 
 
 def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
-    """``jnp.trapezoid``: the trapezoid rule along ``axis``, with sample points ``x`` or spacing ``dx``."""
+    """Integrate along an axis with the trapezoid rule.
+
+    Args:
+        y: Sample values.
+        x: Optional sample points (same length as `y` along `axis`).
+        dx: Spacing between samples when `x` is None.
+        axis: The axis to integrate along.
+    Returns:
+        An array with `axis` removed.
+
+    Examples:
+        >>> jnp.trapezoid(jnp.array([1., 2., 3.]))
+        Array(4., dtype=float32)
+        >>> jnp.trapezoid(jnp.array([1., 2., 3.]), x=jnp.array([0., 1., 3.]))
+        Array(6.5, dtype=float32)
+
+    See also:
+        `cumsum`.
+    """
     if x is None:
         check_arraylike("trapezoid", y)
         (y,) = _inexact("trapezoid", y)
@@ -673,7 +1154,27 @@ def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
 
 
 def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True) -> Any:
-    """``jnp.fill_diagonal``: a copy of ``a`` with its main diagonal set (``inplace=False`` required)."""
+    """Return a copy of an array with its main diagonal set.
+
+    Arrays are immutable, so `inplace=False` is required.
+
+    Args:
+        a: Array with at least 2 dimensions (all of equal length beyond 2-D).
+        val: Scalar or array of values for the diagonal (cycled as needed).
+        wrap: For tall 2-D matrices, whether the diagonal wraps after N columns, as in NumPy.
+        inplace: Must be False.
+    Returns:
+        A new array of `a`'s shape and dtype.
+
+    Examples:
+        >>> jnp.fill_diagonal(jnp.zeros((3, 3)), 5, inplace=False)
+        Array([[5., 0., 0.],
+               [0., 5., 0.],
+               [0., 0., 5.]], dtype=float32)
+
+    See also:
+        `diag_indices`, `Array.at`.
+    """
     if inplace:
         raise NotImplementedError("fill_diagonal: inplace=True is not supported; JAX arrays are immutable, "
                                   "pass inplace=False")
@@ -698,7 +1199,30 @@ def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True)
 
 def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplace: bool = True, *,
                    mode: str | None = None) -> Any:
-    """``jnp.put_along_axis``: the scatter counterpart of ``take_along_axis`` (``inplace=False`` required)."""
+    """Return a copy of an array with values put at matching 1-D index slices along an axis.
+
+    This is the scatter counterpart of `take_along_axis`. Arrays are immutable, so `inplace=False` is
+    required.
+
+    Args:
+        arr: Input array.
+        indices: Integer array with `arr`'s number of dimensions.
+        values: Values to put; broadcast against `indices`.
+        axis: The axis to index along (None: the flattened array).
+        inplace: Must be False (NumPy's in-place update is impossible on immutable arrays).
+        mode: Out-of-range handling, as in `Array.at[...].set`.
+    Returns:
+        A new array of `arr`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.array([[1, 2, 3], [4, 5, 6]])
+        >>> jnp.put_along_axis(x, jnp.array([[0], [2]]), 0, axis=1, inplace=False)
+        Array([[0, 2, 3],
+               [4, 5, 0]], dtype=int32)
+
+    See also:
+        `take_along_axis`, `Array.at`.
+    """
     if inplace:
         raise FtransValueError("put_along_axis cannot modify arrays in-place, because ftrans arrays are "
                                "immutable. Pass inplace=False to instead return an updated array.")
@@ -734,7 +1258,24 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
 
 # ---------------------------------------------------------------- polynomials
 def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
-    """``jnp.polyval``: Horner's rule over the leading axis of ``p`` (``unroll`` is accepted and ignored)."""
+    """Evaluate a polynomial at given points.
+
+    The coefficients run from the highest power down; Horner's rule runs over the leading axis of `p`.
+
+    Args:
+        p: Coefficients, highest power first.
+        x: Points at which to evaluate.
+        unroll: Accepted for JAX compatibility and ignored.
+    Returns:
+        An array of the broadcast shape of `x` (and any trailing axes of `p`).
+
+    Examples:
+        >>> jnp.polyval(jnp.array([1, 0, -1]), jnp.array([0, 1, 2, 3]))
+        Array([-1,  0,  3,  8], dtype=int32)
+
+    See also:
+        `polyfit`, `roots`.
+    """
     (p, x), _, _ = promote_dtypes("polyval", p, x)
     pshape, xshape = tuple(shape_of(p)), tuple(shape_of(x))
     if not pshape:
@@ -747,7 +1288,23 @@ def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
 
 
 def polyadd(a1: Any, a2: Any) -> Any:
-    """``jnp.polyadd``: sum of coefficient arrays, aligned at the constant term."""
+    """Add two polynomials.
+
+    The coefficient arrays (highest power first) are aligned at the constant term.
+
+    Args:
+        a1: First coefficients.
+        a2: Second coefficients.
+    Returns:
+        The coefficients of the sum.
+
+    Examples:
+        >>> jnp.polyadd(jnp.array([1, 2, 3]), jnp.array([10, 20]))
+        Array([ 1, 12, 23], dtype=int32)
+
+    See also:
+        `polysub`, `polymul`.
+    """
     (a1, a2), _, _ = promote_dtypes("polyadd", a1, a2)
     n1, n2 = shape_of(a1)[0], shape_of(a2)[0]
     if n2 <= n1:
@@ -756,14 +1313,45 @@ def polyadd(a1: Any, a2: Any) -> Any:
 
 
 def polysub(a1: Any, a2: Any) -> Any:
-    """``jnp.polysub``: difference of coefficient arrays."""
+    """Subtract one polynomial from another.
+
+    Args:
+        a1: Coefficients of the minuend (highest power first).
+        a2: Coefficients of the subtrahend.
+    Returns:
+        The coefficients of the difference.
+
+    Examples:
+        >>> jnp.polysub(jnp.array([1, 2, 3]), jnp.array([1, 1]))
+        Array([1, 1, 2], dtype=int32)
+
+    See also:
+        `polyadd`.
+    """
     (a1, a2), _, _ = promote_dtypes("polysub", a1, a2)
     return polyadd(a1, jnp.negative(a2))
 
 
 def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
-    """``jnp.polymul``: product of coefficient arrays, as a full convolution (one convolution
-    primitive, so low-precision inputs accumulate in a wider type, as in JAX)."""
+    """Multiply two polynomials.
+
+    The product is a full convolution (one convolution primitive, so low-precision inputs accumulate in a
+    wider type, as in JAX).
+
+    Args:
+        a1: First coefficients (highest power first).
+        a2: Second coefficients.
+        trim_leading_zeros: Strip leading zeros of the result (needs concrete values).
+    Returns:
+        The coefficients of the product.
+
+    Examples:
+        >>> jnp.polymul(jnp.array([1, 1]), jnp.array([1, -1]))
+        Array([ 1.,  0., -1.], dtype=float32)
+
+    See also:
+        `polydiv`, `convolve`.
+    """
     check_arraylike("polymul", a1, a2)
     a1, a2 = _inexact_nobcast("polymul", a1, a2)
     for a in (a1, a2):
@@ -779,7 +1367,23 @@ def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
 
 
 def polyder(p: Any, m: int = 1) -> Any:
-    """``jnp.polyder``: coefficients of the ``m``-th derivative."""
+    """Differentiate a polynomial.
+
+    Args:
+        p: Coefficients (highest power first).
+        m: Order of the derivative.
+    Returns:
+        The coefficients of the `m`-th derivative.
+
+    Examples:
+        >>> jnp.polyder(jnp.array([1, 2, 3, 4]))
+        Array([3., 4., 3.], dtype=float32)
+        >>> jnp.polyder(jnp.array([1, 2, 3, 4]), m=2)
+        Array([6., 4.], dtype=float32)
+
+    See also:
+        `polyint`.
+    """
     check_arraylike("polyder", p)
     m = _index("polyder", m, "m")
     (p,) = _inexact("polyder", p)
@@ -794,7 +1398,24 @@ def polyder(p: Any, m: int = 1) -> Any:
 
 
 def polyint(p: Any, m: int = 1, k: Any = None) -> Any:
-    """``jnp.polyint``: coefficients of the ``m``-th antiderivative with integration constants ``k``."""
+    """Integrate a polynomial.
+
+    Args:
+        p: Coefficients (highest power first).
+        m: Order of the antiderivative.
+        k: Integration constants (a scalar or `m` values; default 0).
+    Returns:
+        The coefficients of the `m`-th antiderivative.
+
+    Examples:
+        >>> jnp.polyint(jnp.array([3., 2., 1.]))
+        Array([1., 1., 1., 0.], dtype=float32)
+        >>> jnp.polyint(jnp.array([3., 2., 1.]), k=5.)
+        Array([1., 1., 1., 5.], dtype=float32)
+
+    See also:
+        `polyder`.
+    """
     m = _index("polyint", m, "m")
     k = 0 if k is None else k
     check_arraylike("polyint", p, k)
@@ -827,10 +1448,30 @@ def _inexact_nobcast(name: str, *args: Any) -> list:
 # ---------------------------------------------------------------- counting and histograms
 def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | None = None,
              out_sharding: Any = None) -> Any:
-    """``jnp.bincount``: counts (or summed weights) per non-negative integer value.
+    """Count the occurrences of each non-negative integer value.
 
-    The output length is ``length`` when given (values beyond it are dropped),
-    otherwise ``max(minlength, max(x) + 1)``, which needs a concrete ``x``.
+    The output length is `length` when given (values beyond it are dropped), otherwise `max(minlength, max(x)
+    + 1)`, which needs a concrete `x`: under `jit` pass `length`.
+
+    Args:
+        x: 1-D array of non-negative integers.
+        weights: Optional weights, summed per value instead of counting.
+        minlength: Minimum length of the result.
+        length: Static length of the result (needed under `jit`).
+        out_sharding: Optional sharding to lay the result out with.
+    Returns:
+        A 1-D array of counts (default int) or summed weights.
+
+    Examples:
+        >>> jnp.bincount(jnp.array([0, 1, 1, 3]))
+        Array([1, 2, 0, 1], dtype=int32)
+        >>> jnp.bincount(jnp.array([0, 1, 1, 3]), length=6)
+        Array([1, 2, 0, 1, 0, 0], dtype=int32)
+        >>> jnp.bincount(jnp.array([0, 1, 1]), weights=jnp.array([0.5, 1., 2.]))
+        Array([0.5, 3. ], dtype=float32)
+
+    See also:
+        `histogram`, `unique`.
     """
     x = _arr("bincount", x)
     d = dtype_weak(x)[0]
@@ -873,7 +1514,27 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
 
 
 def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = None) -> Any:
-    """``jnp.digitize``: bin index of each value, for increasing or decreasing ``bins``."""
+    """Return the index of the bin each value falls in.
+
+    The bins may be increasing or decreasing.
+
+    Args:
+        x: Input values.
+        bins: 1-D monotonic array of bin edges.
+        right: Whether the bins include their right edge instead of the left one.
+        method: Search method, passed on to `searchsorted`.
+    Returns:
+        An integer array of `x`'s shape.
+
+    Examples:
+        >>> jnp.digitize(jnp.array([0.5, 1.0, 2.5, 4.0]), jnp.array([1., 2., 3.]))
+        Array([0, 1, 2, 3], dtype=int32)
+        >>> jnp.digitize(jnp.array([1.0, 2.5]), jnp.array([1., 2., 3.]), right=True)
+        Array([0, 2], dtype=int32)
+
+    See also:
+        `searchsorted`, `histogram`.
+    """
     check_arraylike("digitize", x, bins)
     x, b = _as_array(x), _as_array(bins)
     if len(shape_of(b)) != 1:
@@ -888,7 +1549,25 @@ def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = Non
 
 
 def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any = None) -> Any:  # noqa: A002
-    """``jnp.histogram_bin_edges``: ``bins + 1`` equal-width edges over ``range`` (or the data range)."""
+    """Compute the edges of the bins `histogram` would use.
+
+    `bins + 1` equal-width edges over `range` (or the range of the data).
+
+    Args:
+        a: Input data (flattened).
+        bins: Number of bins, or an array of edges (returned as they are).
+        range: Optional `(min, max)` of the bins.
+        weights: Ignored; accepted for NumPy compatibility.
+    Returns:
+        A 1-D array of edges.
+
+    Examples:
+        >>> jnp.histogram_bin_edges(jnp.array([1., 2., 5.]), bins=4)
+        Array([1., 2., 3., 4., 5.], dtype=float32)
+
+    See also:
+        `histogram`.
+    """
     if isinstance(bins, str):
         raise NotImplementedError("histogram_bin_edges: string values for bins are not supported")
     check_arraylike("histogram_bin_edges", a, bins)
@@ -911,7 +1590,29 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
 
 def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
               density: bool | None = None) -> tuple[Any, Any]:
-    """``jnp.histogram``: counts (or summed weights) per bin and the bin edges; the last bin is closed."""
+    """Compute the histogram of a data set.
+
+    The last bin includes its right edge.
+
+    Args:
+        a: Input data (flattened).
+        bins: Number of equal-width bins (static), or an array of edges.
+        range: Optional `(min, max)` of the bins (default: the data range).
+        weights: Optional weights per sample (summed per bin instead of counting).
+        density: If True, return a probability density instead of counts.
+    Returns:
+        A pair `(hist, bin_edges)`.
+
+    Examples:
+        >>> counts, edges = jnp.histogram(jnp.array([1., 2., 2., 3., 5.]), bins=4)
+        >>> counts
+        Array([1., 2., 1., 1.], dtype=float32)
+        >>> edges
+        Array([1., 2., 3., 4., 5.], dtype=float32)
+
+    See also:
+        `histogram2d`, `histogramdd`, `bincount`.
+    """
     if weights is None:
         check_arraylike("histogram", a, bins)
         (a,) = _inexact("histogram", a)
@@ -934,7 +1635,28 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  #
 # ---------------------------------------------------------------- sets
 def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False, *,
          method: str = "auto") -> Any:
-    """``jnp.isin``: membership of each element in ``test_elements``, by comparing all pairs."""
+    """Test whether each element is in a set of test values.
+
+    Every pair is compared (`method` is accepted for JAX compatibility).
+
+    Args:
+        element: Input array.
+        test_elements: The values to look for (any shape).
+        assume_unique: Ignored; accepted for NumPy compatibility.
+        invert: If True, test for absence instead.
+        method: `'auto'`, `'compare_all'`, `'binary_search'` or `'sort'`: the same result for each.
+    Returns:
+        A bool array of `element`'s shape.
+
+    Examples:
+        >>> jnp.isin(jnp.array([1, 2, 3, 4]), jnp.array([2, 4]))
+        Array([False,  True, False,  True], dtype=bool)
+        >>> jnp.isin(jnp.array([1, 2, 3, 4]), jnp.array([2, 4]), invert=True)
+        Array([ True, False,  True, False], dtype=bool)
+
+    See also:
+        `intersect1d`, `searchsorted`.
+    """
     check_arraylike("isin", element, test_elements)
     e, t = _as_array(element), jnp.ravel(_as_array(test_elements))
     if shape_of(t)[0] == 0:
@@ -987,7 +1709,25 @@ def _set_operands(name: str, ar1: Any, ar2: Any) -> tuple[Any, Any]:
 
 
 def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
-    """``jnp.union1d``: sorted unique values of either input (``size=`` for traced inputs)."""
+    """Return the sorted unique values present in either of two arrays.
+
+    `size` and `fill_value` make it usable under `jit`.
+
+    Args:
+        ar1: First array (flattened).
+        ar2: Second array (flattened).
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array in the promoted dtype.
+
+    Examples:
+        >>> jnp.union1d(jnp.array([1, 3]), jnp.array([2, 3, 5]))
+        Array([1, 2, 3, 5], dtype=int32)
+
+    See also:
+        `intersect1d`, `unique`.
+    """
     check_arraylike("union1d", ar1, ar2)
     if size is None:
         concrete_or_error(ar1, "union1d needs a static `size` for traced inputs; the argument ar1")
@@ -997,7 +1737,28 @@ def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = No
 
 def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
               fill_value: Any = None) -> Any:
-    """``jnp.setdiff1d``: sorted unique values of ``ar1`` not in ``ar2`` (``size=`` for traced inputs)."""
+    """Return the sorted unique values of one array that are not in another.
+
+    `size` and `fill_value` make it usable under `jit`.
+
+    Args:
+        ar1: Array of candidate values (flattened).
+        ar2: Values to remove.
+        assume_unique: Promise that `ar1` has unique elements.
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array of `ar1`'s dtype.
+
+    Examples:
+        >>> jnp.setdiff1d(jnp.array([5, 1, 3, 1]), jnp.array([3]))
+        Array([1, 5], dtype=int32)
+        >>> jnp.setdiff1d(jnp.array([5, 1, 3]), jnp.array([3]), size=3, fill_value=0)
+        Array([1, 5, 0], dtype=int32)
+
+    See also:
+        `intersect1d`, `setxor1d`.
+    """
     a = jnp.ravel(_arr("setdiff1d", ar1))
     b = jnp.ravel(_arr("setdiff1d", ar2))
     if assume_unique:  # NumPy's definition: the entries of ``ar1`` not in ``ar2``, in their order
@@ -1011,11 +1772,30 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | No
 
 def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False, *,
                 size: int | None = None, fill_value: Any = None) -> Any:
-    """``jnp.intersect1d``: sorted unique values in both inputs (``size=`` for traced inputs).
+    """Return the sorted unique values present in both of two arrays.
 
-    With ``return_indices`` also the index of each value's first occurrence in
-    each (flattened) input; entries past the intersection's end, when ``size``
+    `size` and `fill_value` make it usable under `jit`. With `return_indices` the index of each value's first
+    occurrence in each (flattened) input is also returned; entries past the intersection's end, when `size`
     pads it, hold each input's length, as in JAX.
+
+    Args:
+        ar1: First array (flattened).
+        ar2: Second array (flattened).
+        assume_unique: Promise that both inputs have unique elements, which saves work.
+        return_indices: Also return the indices of the common values in each input.
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        The 1-D array of common values, or a triple `(values, indices1, indices2)`.
+
+    Examples:
+        >>> jnp.intersect1d(jnp.array([1, 3, 4, 3]), jnp.array([3, 1, 2, 1]))
+        Array([1, 3], dtype=int32)
+        >>> jnp.intersect1d(jnp.array([1, 3, 4]), jnp.array([3, 1, 2]), return_indices=True)
+        (Array([1, 3], dtype=int32), Array([0, 1], dtype=int32), Array([1, 0], dtype=int32))
+
+    See also:
+        `union1d`, `setdiff1d`, `isin`.
     """
     if assume_unique:
         return _intersect1d_assumed_unique(ar1, ar2, return_indices, size, fill_value)
@@ -1089,10 +1869,27 @@ def _intersect1d_indices(ar1: Any, ar2: Any, size: int | None, fill_value: Any) 
 
 def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
              fill_value: Any = None) -> Any:
-    """``jnp.setxor1d``: sorted values that occur once in the concatenation of the (unique'd) inputs.
+    """Return the sorted values that are in exactly one of two arrays.
 
-    NumPy's definition: with ``assume_unique`` the inputs are taken as they
-    are, so a value repeated inside one input is not in the result.
+    This is NumPy's definition: the values occurring once in the concatenation of the (unique'd) inputs. With
+    `assume_unique` the inputs are taken as they are, so a value repeated inside one input is not in the
+    result.
+
+    Args:
+        ar1: First array (flattened).
+        ar2: Second array (flattened).
+        assume_unique: Promise that both inputs have unique elements.
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array in the promoted dtype.
+
+    Examples:
+        >>> jnp.setxor1d(jnp.array([1, 2, 3]), jnp.array([2, 3, 4]))
+        Array([1, 4], dtype=int32)
+
+    See also:
+        `setdiff1d`, `union1d`.
     """
     a, b = _set_operands("setxor1d", ar1, ar2)
     if not assume_unique:
@@ -1170,26 +1967,89 @@ class UniqueAllResult(tuple):
 
 
 def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
-    """``jnp.unique_values`` (array API): sorted unique values, NaNs kept distinct."""
+    """Return the sorted unique values of an array (array API).
+
+    NaNs are kept distinct. `size` and `fill_value` work as in `unique`.
+
+    Args:
+        x: Input array (flattened).
+        size: Optional static number of values to return.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array of `x`'s dtype.
+
+    Examples:
+        >>> jnp.unique_values(jnp.array([2, 1, 2]))
+        Array([1, 2], dtype=int32)
+
+    See also:
+        `unique`.
+    """
     return jnp.unique(_arr("unique_values", x), equal_nan=False, size=size, fill_value=fill_value)
 
 
 def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueCountsResult:
-    """``jnp.unique_counts`` (array API): unique values and their counts."""
+    """Return the unique values of an array and their counts (array API).
+
+    Args:
+        x: Input array (flattened).
+        size: Optional static number of values to return.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A named tuple `(values, counts)`.
+
+    Examples:
+        >>> jnp.unique_counts(jnp.array([2, 1, 2]))
+        (Array([1, 2], dtype=int32), Array([1, 2], dtype=int32))
+
+    See also:
+        `unique`.
+    """
     v, c = jnp.unique(_arr("unique_counts", x), return_counts=True, equal_nan=False, size=size,
                       fill_value=fill_value)
     return UniqueCountsResult(v, c)
 
 
 def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueInverseResult:
-    """``jnp.unique_inverse`` (array API): unique values and the inverse map (shaped like ``x``)."""
+    """Return the unique values of an array and the inverse map (array API).
+
+    Args:
+        x: Input array.
+        size: Optional static number of values to return.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A named tuple `(values, inverse_indices)`; the inverse has `x`'s shape.
+
+    Examples:
+        >>> jnp.unique_inverse(jnp.array([2, 1, 2]))
+        (Array([1, 2], dtype=int32), Array([1, 0, 1], dtype=int32))
+
+    See also:
+        `unique`.
+    """
     v, inv = jnp.unique(_arr("unique_inverse", x), return_inverse=True, equal_nan=False, size=size,
                         fill_value=fill_value)
     return UniqueInverseResult(v, inv)
 
 
 def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueAllResult:
-    """``jnp.unique_all`` (array API): values, first indices, inverse map and counts."""
+    """Return the unique values, first indices, inverse map and counts (array API).
+
+    Args:
+        x: Input array.
+        size: Optional static number of values to return.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A named tuple `(values, indices, inverse_indices, counts)`.
+
+    Examples:
+        >>> r = jnp.unique_all(jnp.array([2, 1, 2]))
+        >>> r.values, r.indices, r.counts
+        (Array([1, 2], dtype=int32), Array([1, 0], dtype=int32), Array([1, 2], dtype=int32))
+
+    See also:
+        `unique`.
+    """
     v, i, inv, c = jnp.unique(_arr("unique_all", x), return_index=True, return_inverse=True,
                               return_counts=True, equal_nan=False, size=size, fill_value=fill_value)
     return UniqueAllResult(v, i, inv, c)
@@ -1197,7 +2057,26 @@ def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) ->
 
 # ---------------------------------------------------------------- insert, delete, resize, trim
 def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
-    """``jnp.insert``: ``values`` inserted before the positions ``obj`` along ``axis``."""
+    """Insert values before given positions along an axis.
+
+    Args:
+        arr: Input array.
+        obj: Index, slice, or sequence of indices before which to insert.
+        values: Values to insert (broadcast as needed).
+        axis: The axis to insert along; None (the default) uses the flattened array.
+    Returns:
+        A new, longer array of `arr`'s dtype.
+
+    Examples:
+        >>> jnp.insert(jnp.array([1, 2, 3]), 1, 9)
+        Array([1, 9, 2, 3], dtype=int32)
+        >>> jnp.insert(jnp.array([[1, 2], [3, 4]]), 0, 0, axis=1)
+        Array([[0, 1, 2],
+               [0, 3, 4]], dtype=int32)
+
+    See also:
+        `delete`, `append`.
+    """
     check_arraylike("insert", arr, 0 if isinstance(obj, slice) else obj, values)
     a = _as_array(arr)
     if axis is None:
@@ -1238,10 +2117,29 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
 
 
 def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices: bool = False) -> Any:
-    """``jnp.delete``: ``arr`` without the entries ``obj`` along ``axis``.
+    """Return a new array with sub-arrays along an axis deleted.
 
-    An array ``obj`` must be concrete unless ``assume_unique_indices=True``,
-    since the output length depends on it.
+    An array `obj` must be concrete unless `assume_unique_indices=True`, since the output length depends on
+    it.
+
+    Args:
+        arr: Input array.
+        obj: Index, slice, or sequence of indices to delete.
+        axis: The axis to delete along; None (the default) uses the flattened array.
+        assume_unique_indices: Promise that the indices are unique and in range, which lets them be traced.
+    Returns:
+        An array with the entries removed.
+
+    Examples:
+        >>> x = jnp.arange(6)
+        >>> jnp.delete(x, jnp.array([0, 2]))
+        Array([1, 3, 4, 5], dtype=int32)
+        >>> jnp.delete(jnp.arange(6).reshape(2, 3), 1, axis=1)
+        Array([[0, 2],
+               [3, 5]], dtype=int32)
+
+    See also:
+        `insert`.
     """
     a = _arr("delete", arr)
     if axis is None:
@@ -1279,7 +2177,24 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices
 
 
 def resize(a: Any, new_shape: Any) -> Any:
-    """``jnp.resize``: the flattened array repeated (or cut) to fill ``new_shape``."""
+    """Return a new array with the given shape, repeating the data as needed.
+
+    The flattened array is repeated (or cut) to fill `new_shape`.
+
+    Args:
+        a: Input array.
+        new_shape: The shape of the result.
+    Returns:
+        An array of shape `new_shape` and `a`'s dtype.
+
+    Examples:
+        >>> jnp.resize(jnp.array([1, 2, 3]), (2, 4))
+        Array([[1, 2, 3, 1],
+               [2, 3, 1, 2]], dtype=int32)
+
+    See also:
+        `reshape`, `tile`.
+    """
     check_arraylike("resize", a)
     shape = (new_shape,) if isinstance(new_shape, (int, np.integer)) else tuple(new_shape)
     shape = tuple(_index("resize", s, "new_shape") for s in shape)
@@ -1294,7 +2209,26 @@ def resize(a: Any, new_shape: Any) -> Any:
 
 
 def trim_zeros(filt: Any, trim: str = "fb", axis: Any = None) -> Any:
-    """``jnp.trim_zeros``: strip leading (``f``) and/or trailing (``b``) all-zero slices; needs a concrete input."""
+    """Strip leading and/or trailing zeros.
+
+    All-zero slices are removed; the input must be concrete.
+
+    Args:
+        filt: Input array.
+        trim: `'f'` to trim the front, `'b'` the back, `'fb'` (default) both.
+        axis: Optional axis or axes to trim along.
+    Returns:
+        The trimmed array.
+
+    Examples:
+        >>> jnp.trim_zeros(jnp.array([0, 0, 1, 2, 0]))
+        Array([1, 2], dtype=int32)
+        >>> jnp.trim_zeros(jnp.array([0, 1, 0]), trim="f")
+        Array([1, 0], dtype=int32)
+
+    See also:
+        `nonzero`.
+    """
     f = _arr("trim_zeros", filt)
     v = np.asarray(concrete_or_error(f, "the filt argument of jnp.trim_zeros"))
     axes = set(range(v.ndim)) if axis is None else {canonicalize_axis("trim_zeros", ax, v.ndim)
@@ -1328,8 +2262,25 @@ def _partition_prep(name: str, a: Any, kth: int, axis: int) -> tuple[Any, int, i
 
 
 def partition(a: Any, kth: int, axis: int = -1) -> Any:
-    """``jnp.partition``: the ``kth`` smallest in place, smaller ones sorted before it and larger ones
-    after it in descending order (JAX's top-k layout), here obtained from a full sort."""
+    """Return a partially sorted copy of an array.
+
+    The `kth` smallest element is at position `kth`, the smaller ones (sorted) before it and the larger ones
+    after it in descending order (JAX's top-k layout); NumPy leaves both sides in unspecified order.
+
+    Args:
+        a: Input array.
+        kth: Static index of the partition element.
+        axis: Axis to partition along.
+    Returns:
+        An array of `a`'s shape and dtype.
+
+    Examples:
+        >>> jnp.partition(jnp.array([5, 2, 8, 1, 9, 3]), 2)
+        Array([1, 2, 3, 9, 8, 5], dtype=int32)
+
+    See also:
+        `argpartition`, `sort`.
+    """
     arr, kth, axis = _partition_prep("partition", a, kth, axis)
     s = jnp.sort(arr, axis=-1)
     out = jnp.concatenate([s[..., :kth + 1], jnp.flip(s[..., kth + 1:], -1)], axis=-1)
@@ -1337,8 +2288,25 @@ def partition(a: Any, kth: int, axis: int = -1) -> Any:
 
 
 def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
-    """``jnp.argpartition``: indices of the ``kth + 1`` smallest (sorted), then the remaining
-    indices in increasing order, as JAX's top-k construction produces."""
+    """Return the indices that partition an array.
+
+    The indices of the `kth + 1` smallest elements (sorted) come first, then the remaining indices in
+    increasing order, as JAX's top-k construction produces.
+
+    Args:
+        a: Input array.
+        kth: Static index of the partition element.
+        axis: Axis to partition along.
+    Returns:
+        An integer array of `a`'s shape.
+
+    Examples:
+        >>> jnp.argpartition(jnp.array([5, 2, 8, 1, 9, 3]), 2)
+        Array([3, 1, 5, 0, 2, 4], dtype=int32)
+
+    See also:
+        `partition`, `argsort`.
+    """
     arr, kth, axis = _partition_prep("argpartition", a, kth, axis)
     n = arr.shape[-1]
     order = jnp.argsort(arr, axis=-1, stable=True)
@@ -1493,8 +2461,36 @@ def _check_quantile_args(name: str, out: Any, overwrite_input: bool, method: str
 @outputs_checked
 def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
-    """``jnp.quantile``: the ``q``-th quantile(s); NaN slices give NaN.  ``weights`` (with ``a``'s shape, or
-    the reduced axes' shape) need ``method='inverted_cdf'``; a negative or NaN weight gives NaN."""
+    """Compute the `q`-th quantile(s) of the data over the given axes.
+
+    A slice containing NaN gives NaN. `weights` (with `a`'s shape, or the reduced axes' shape) need
+    `method='inverted_cdf'`; a negative or NaN weight gives NaN.
+
+    Args:
+        a: Input array.
+        q: Quantile(s) to compute, in `[0, 1]`; a scalar or an array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        method: Interpolation method: `'linear'` (default), `'lower'`, `'higher'`, `'midpoint'`, `'nearest'`,
+            or `'inverted_cdf'`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        weights: Optional weights of the samples (with `method='inverted_cdf'`).
+    Returns:
+        An array of inexact dtype: `q`'s shape followed by the shape left after reducing.
+
+    Examples:
+        >>> x = jnp.array([1., 2., 3., 4., 5.])
+        >>> jnp.quantile(x, 0.5)
+        Array(3., dtype=float32)
+        >>> jnp.quantile(x, jnp.array([0.25, 0.75]))
+        Array([2., 4.], dtype=float32)
+        >>> jnp.quantile(x, 0.3, method="lower")
+        Array(2., dtype=float32)
+
+    See also:
+        `percentile`, `median`, `nanquantile`.
+    """
     method = _check_quantile_args("quantile", out, overwrite_input, method)
     return _quantile("quantile", a, q, axis, method, keepdims, False, weights)
 
@@ -1502,7 +2498,29 @@ def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input
 @outputs_checked
 def nanquantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
                 method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
-    """``jnp.nanquantile``: ``quantile`` ignoring NaNs (and their weights)."""
+    """Compute quantiles over the given axes, ignoring NaNs.
+
+    NaNs and their weights are left out.
+
+    Args:
+        a: Input array.
+        q: Quantile(s) to compute, in `[0, 1]`.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        method: Interpolation method, as in `quantile`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        weights: Optional weights of the samples (with `method='inverted_cdf'`).
+    Returns:
+        An array of inexact dtype: `q`'s shape followed by the shape left after reducing.
+
+    Examples:
+        >>> jnp.nanquantile(jnp.array([1., jnp.nan, 3., 5.]), 0.5)
+        Array(3., dtype=float32)
+
+    See also:
+        `quantile`.
+    """
     method = _check_quantile_args("nanquantile", out, overwrite_input, method)
     return _quantile("nanquantile", a, q, axis, method, keepdims, True, weights)
 
@@ -1517,8 +2535,35 @@ def _q_from_percent(name: str, q: Any) -> Any:
 def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
                method: str = "linear", keepdims: bool = False, *, weights: Any = None,
                out_sharding: Any = None) -> Any:
-    """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there); ``out_sharding`` lays the
-    result out so (computed with the mesh's axes Auto, as JAX's ``auto_axes``)."""
+    """Compute the `q`-th percentile(s) of the data over the given axes.
+
+    This is `quantile` with `q` in percent (`weights` as there). `out_sharding` lays the result out (computed
+    with the mesh's axes Auto, as JAX's `auto_axes`).
+
+    Args:
+        a: Input array.
+        q: Percentile(s) to compute, in `[0, 100]`; a scalar or an array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        method: Interpolation method: `'linear'` (default), `'lower'`, `'higher'`, `'midpoint'`, `'nearest'`,
+            or `'inverted_cdf'`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        weights: Optional weights of the samples (with `method='inverted_cdf'`).
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array of inexact dtype: `q`'s shape followed by the shape left after reducing.
+
+    Examples:
+        >>> x = jnp.array([1., 2., 3., 4., 5.])
+        >>> jnp.percentile(x, 50)
+        Array(3., dtype=float32)
+        >>> jnp.percentile(x, jnp.array([10, 90]))
+        Array([1.4000001, 4.6      ], dtype=float32)
+
+    See also:
+        `quantile`, `nanpercentile`.
+    """
     method = _check_quantile_args("percentile", out, overwrite_input, method)
     if out_sharding is not None:
         from ftrans.lax._sharding import _resolve, place_result, under_auto_axes
@@ -1533,7 +2578,29 @@ def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_inp
 @outputs_checked
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
                   method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
-    """``jnp.nanpercentile``: ``percentile`` ignoring NaNs (and their weights)."""
+    """Compute percentiles over the given axes, ignoring NaNs.
+
+    NaNs and their weights are left out.
+
+    Args:
+        a: Input array.
+        q: Percentile(s) to compute, in `[0, 100]`.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        method: Interpolation method, as in `quantile`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        weights: Optional weights of the samples (with `method='inverted_cdf'`).
+    Returns:
+        An array of inexact dtype: `q`'s shape followed by the shape left after reducing.
+
+    Examples:
+        >>> jnp.nanpercentile(jnp.array([1., jnp.nan, 3., 5.]), 50)
+        Array(3., dtype=float32)
+
+    See also:
+        `percentile`.
+    """
     method = _check_quantile_args("nanpercentile", out, overwrite_input, method)
     return _quantile("nanpercentile", a, _q_from_percent("nanpercentile", q), axis, method, keepdims, True,
                      weights)
@@ -1542,14 +2609,52 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_
 @outputs_checked
 def nanmedian(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
               keepdims: bool = False) -> Any:
-    """``jnp.nanmedian``: the median of the non-NaN values."""
+    """Median over the given axes, ignoring NaNs.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+    Returns:
+        An array of inexact dtype with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1., jnp.nan, 3.], [4., 5., 9.]])
+        >>> jnp.nanmedian(x, axis=1)
+        Array([2., 5.], dtype=float32)
+
+    See also:
+        `median`, `nanquantile`.
+    """
     _check_quantile_args("nanmedian", out, overwrite_input, "linear")
     return _quantile("nanmedian", a, 0.5, axis, "midpoint", keepdims, True)
 
 
 # ---------------------------------------------------------------- interpolation and statistics
 def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None) -> Any:
-    """``jnp.interp``: piecewise-linear interpolation of ``(xp, fp)`` at ``x`` (``xp`` increasing)."""
+    """One-dimensional piecewise-linear interpolation.
+
+    The function through the points `(xp, fp)` is evaluated at `x`; `xp` must be increasing.
+
+    Args:
+        x: Points at which to interpolate.
+        xp: Increasing x coordinates of the data points.
+        fp: y coordinates of the data points.
+        left: Value for `x < xp[0]` (default `fp[0]`).
+        right: Value for `x > xp[-1]` (default `fp[-1]`).
+        period: Optional period of the x coordinates (then `left`/`right` are not used).
+    Returns:
+        An array of `x`'s shape with an inexact dtype.
+
+    Examples:
+        >>> jnp.interp(jnp.array([0.5, 1.5, 5.]), jnp.array([0., 1., 2.]), jnp.array([0., 10., 30.]))
+        Array([ 5., 20., 30.], dtype=float32)
+
+    See also:
+        `searchsorted`.
+    """
     check_arraylike("interp", x, xp, fp)
     if len(shape_of(xp)) != 1 or len(shape_of(fp)) != 1 or shape_of(xp) != shape_of(fp):
         raise FtransValueError(f"interp: xp and fp must be one-dimensional arrays of equal size, "
@@ -1601,8 +2706,31 @@ def _cov_dtype(name: str, dtype: Any) -> Any:
 
 def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: int | None = None,
         fweights: Any = None, aweights: Any = None, dtype: Any = None) -> Any:
-    """``jnp.cov``: covariance matrix of the variables in the rows (``rowvar``) of ``m`` (and ``y``);
-    ``dtype`` (inexact) is the type the data and weights are computed in."""
+    """Estimate a covariance matrix.
+
+    Each row of `m` is a variable and each column an observation, unless `rowvar` is False.
+
+    Args:
+        m: 1-D or 2-D array of observations.
+        y: Optional further variables, stacked under `m`.
+        rowvar: Whether rows (True) or columns are the variables.
+        bias: If True normalise by N, else by N - 1.
+        ddof: If given, overrides `bias`: the divisor is N - ddof.
+        fweights: Optional integer frequency weights per observation.
+        aweights: Optional observation weights.
+        dtype: Inexact dtype the data and weights are computed in.
+    Returns:
+        A 2-D covariance matrix (0-d for a single variable).
+
+    Examples:
+        >>> x = jnp.array([[0., 1., 2.], [2., 1., 0.]])
+        >>> jnp.cov(x)
+        Array([[ 1., -1.],
+               [-1.,  1.]], dtype=float32)
+
+    See also:
+        `corrcoef`, `var`.
+    """
     dtype = _cov_dtype("cov", dtype)
     if y is not None:
         check_arraylike("cov", m, y)
@@ -1661,7 +2789,26 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
 
 
 def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> Any:
-    """``jnp.corrcoef``: correlation coefficients, clipped to [-1, 1] for real input."""
+    """Pearson correlation coefficients.
+
+    For real input the coefficients are clipped to [-1, 1].
+
+    Args:
+        x: 1-D or 2-D array of observations (rows are variables unless `rowvar` is False).
+        y: Optional further variables.
+        rowvar: Whether rows (True) or columns are the variables.
+        dtype: Optional inexact dtype to compute in.
+    Returns:
+        A 2-D array of correlation coefficients.
+
+    Examples:
+        >>> jnp.corrcoef(jnp.array([[0., 1., 2.], [2., 1., 0.5]]))
+        Array([[ 1.        , -0.98198044],
+               [-0.98198044,  1.        ]], dtype=float32)
+
+    See also:
+        `cov`.
+    """
     c = cov(x, y, rowvar, dtype=_cov_dtype("corrcoef", dtype))
     if c.ndim == 0:
         return jnp.divide(c, c)
@@ -1674,7 +2821,25 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
 
 
 def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * np.pi) -> Any:
-    """``jnp.unwrap``: remove jumps larger than ``discont`` by adding multiples of ``period``."""
+    """Unwrap a signal by removing jumps larger than a threshold.
+
+    Jumps larger than `discont` are removed by adding multiples of `period`.
+
+    Args:
+        p: Input array.
+        discont: Largest jump left as it is (default `period / 2`).
+        axis: Axis along which to unwrap.
+        period: The period of the signal (default `2 pi`).
+    Returns:
+        An array of `p`'s shape and inexact dtype.
+
+    Examples:
+        >>> jnp.unwrap(jnp.array([0., 3., 6.5, 9.]))
+        Array([0.      , 3.      , 0.216815, 2.716815], dtype=float32)
+
+    See also:
+        `angle`.
+    """
     check_arraylike("unwrap", p)
     # As JAX: p and period are promoted together, so integer data with an integer period stays
     # integer (half the period rounds down) and a float period makes the result float.
@@ -1699,7 +2864,24 @@ def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * np.pi)
 
 # ---------------------------------------------------------------- bits
 def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
-    """``jnp.packbits``: groups of 8 truth values packed into uint8 (zero-padded at the end)."""
+    """Pack the truth values of an array into the bits of uint8 values.
+
+    Groups of 8 are packed, with zero padding at the end.
+
+    Args:
+        a: Integer or bool array (nonzero is a 1 bit).
+        axis: The axis to pack along; None (the default) uses the flattened array.
+        bitorder: `'big'` (the first value is the top bit) or `'little'`.
+    Returns:
+        A uint8 array.
+
+    Examples:
+        >>> jnp.packbits(jnp.array([1, 0, 1, 1, 0, 0, 0, 1, 1]))
+        Array([177, 128], dtype=uint8)
+
+    See also:
+        `unpackbits`.
+    """
     a = _arr("packbits", a)
     d = dtype_weak(a)[0]
     if d.kind not in "biu":
@@ -1724,7 +2906,25 @@ def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
 
 
 def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitorder: str = "big") -> Any:
-    """``jnp.unpackbits``: each uint8 expanded to 8 bits along ``axis`` (then cut or padded to ``count``)."""
+    """Unpack the bits of uint8 values into an array of 0s and 1s.
+
+    Each value expands to 8 bits along `axis`; the result is then cut or padded to `count`.
+
+    Args:
+        a: uint8 array.
+        axis: The axis to unpack along; None (the default) uses the flattened array.
+        count: Optional number of bits to keep.
+        bitorder: `'big'` (the top bit first) or `'little'`.
+    Returns:
+        A uint8 array of 0s and 1s.
+
+    Examples:
+        >>> jnp.unpackbits(jnp.array([5, 255], dtype=jnp.uint8))
+        Array([0, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1], dtype=uint8)
+
+    See also:
+        `packbits`.
+    """
     a = _arr("unpackbits", a)
     if dtype_weak(a)[0] != np.uint8:
         raise FtransTypeError(f"unpackbits: expected an input array of unsigned byte data type, got {a.dtype}")
@@ -1757,7 +2957,20 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
 
 
 def bitwise_count(x: Any, /) -> Any:
-    """``jnp.bitwise_count``: number of 1 bits in ``|x|``, as uint8."""
+    """Count the 1 bits of each element's absolute value.
+
+    Args:
+        x: Integer or bool array.
+    Returns:
+        A uint8 array of `x`'s shape.
+
+    Examples:
+        >>> jnp.bitwise_count(jnp.array([0, 7, -8, 255]))
+        Array([0, 3, 1, 8], dtype=uint8)
+
+    See also:
+        `bitwise_and`.
+    """
     x = _arr("bitwise_count", x)
     d = dtype_weak(x)[0]
     if d.kind not in "biu":
@@ -1785,22 +2998,80 @@ def _cosine_window(name: str, M: int, coefs: Sequence[float]) -> Any:  # noqa: N
 
 
 def hamming(M: int) -> Any:  # noqa: N803 - NumPy's name
-    """``jnp.hamming``: 0.54 - 0.46 cos(2 pi n / (M - 1))."""
+    """Return the Hamming window.
+
+    The values are `0.54 - 0.46 cos(2 pi n / (M - 1))`.
+
+    Args:
+        M: Number of points.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.hamming(4)
+        Array([0.08000001, 0.77000004, 0.77      , 0.08000001], dtype=float32)
+
+    See also:
+        `hanning`, `blackman`.
+    """
     return _cosine_window("hamming", M, (0.54, -0.46))
 
 
 def hanning(M: int) -> Any:  # noqa: N803
-    """``jnp.hanning``: 0.5 - 0.5 cos(2 pi n / (M - 1))."""
+    """Return the Hann window.
+
+    The values are `0.5 - 0.5 cos(2 pi n / (M - 1))`.
+
+    Args:
+        M: Number of points.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.hanning(4)
+        Array([0.        , 0.75      , 0.74999994, 0.        ], dtype=float32)
+
+    See also:
+        `hamming`, `blackman`.
+    """
     return _cosine_window("hanning", M, (0.5, -0.5))
 
 
 def blackman(M: int) -> Any:  # noqa: N803
-    """``jnp.blackman``: 0.42 - 0.5 cos(2 pi n / (M - 1)) + 0.08 cos(4 pi n / (M - 1))."""
+    """Return the Blackman window.
+
+    The values are `0.42 - 0.5 cos(2 pi n / (M - 1)) + 0.08 cos(4 pi n / (M - 1))`.
+
+    Args:
+        M: Number of points.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.blackman(4)
+        Array([-1.4901161e-08,  6.3000000e-01,  6.2999994e-01, -1.4901161e-08], dtype=float32)
+
+    See also:
+        `bartlett`, `hamming`, `hanning`, `kaiser`.
+    """
     return _cosine_window("blackman", M, (0.42, -0.5, 0.08))
 
 
 def bartlett(M: int) -> Any:  # noqa: N803
-    """``jnp.bartlett``: the triangular window."""
+    """Return the Bartlett (triangular) window.
+
+    Args:
+        M: Number of points.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.bartlett(5)
+        Array([0. , 0.5, 1. , 0.5, 0. ], dtype=float32)
+
+    See also:
+        `blackman`, `hamming`, `hanning`, `kaiser`.
+    """
     m = _window_n("bartlett", M)
     d = dtypes.default_float()
     if m <= 1:
@@ -1810,7 +3081,23 @@ def bartlett(M: int) -> Any:  # noqa: N803
 
 
 def kaiser(M: int, beta: Any) -> Any:  # noqa: N803
-    """``jnp.kaiser``: I0(beta sqrt(1 - (2n/(M-1) - 1)^2)) / I0(beta)."""
+    """Return the Kaiser window.
+
+    The values are `I0(beta sqrt(1 - (2n/(M-1) - 1)^2)) / I0(beta)`.
+
+    Args:
+        M: Number of points.
+        beta: Shape parameter.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.kaiser(4, 5.0)
+        Array([0.03671089, 0.77532196, 0.77532196, 0.03671089], dtype=float32)
+
+    See also:
+        `i0`, `hamming`.
+    """
     m = _window_n("kaiser", M)
     d = dtypes.default_float()
     if m <= 1:

@@ -50,9 +50,25 @@ def _arr(name: str, x: Any) -> Any:
 
 # ---------------------------------------------------------------- elementwise odds and ends
 def angle(z: Any, deg: bool = False) -> Any:
-    """``jnp.angle``: the argument ``atan2(imag, real)`` of each element, in radians (degrees if ``deg``).
+    """Return the angle (argument) of complex numbers, elementwise.
 
-    Integer and boolean inputs, and real rank-0 inputs, give the default float dtype (as in JAX).
+    The angle is `atan2(imag, real)`, in radians unless `deg`. Integer and boolean inputs, and real rank-0
+    inputs, give the default float dtype (as in JAX).
+
+    Args:
+        z: Input array.
+        deg: If True, return degrees instead of radians.
+    Returns:
+        A real array of `z`'s shape.
+
+    Examples:
+        >>> jnp.angle(jnp.array([1j, -1, 1 + 1j]))
+        Array([1.5707964, 3.1415927, 0.7853981], dtype=float32)
+        >>> jnp.angle(jnp.array([1j, -1]), deg=True)
+        Array([ 90., 180.], dtype=float32)
+
+    See also:
+        `arctan2`, `absolute`.
     """
     z = _arr("angle", z)
     re_, im = jnp.real(z), jnp.imag(z)
@@ -65,30 +81,98 @@ def angle(z: Any, deg: bool = False) -> Any:
 
 
 def matvec(x1: Any, x2: Any, /) -> Any:
-    """``jnp.matvec``: the matrix-vector product over the last two axes of ``x1`` and last of ``x2``, batched."""
+    """Matrix-vector product over the last axes, batched.
+
+    The last two axes of `x1` are the matrix and the last of `x2` the vector; the rest broadcast.
+
+    Args:
+        x1: Array of matrices, shape `(..., M, N)`.
+        x2: Array of vectors, shape `(..., N)`.
+    Returns:
+        An array of shape `(..., M)`.
+
+    Examples:
+        >>> jnp.matvec(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 1]))
+        Array([3, 7], dtype=int32)
+
+    See also:
+        `vecmat`, `matmul`.
+    """
     x1, x2 = _arr("matvec", x1), _arr("matvec", x2)
     return vectorize(jnp.matmul, signature="(n,m),(m)->(n)")(x1, x2)
 
 
 def vecmat(x1: Any, x2: Any, /) -> Any:
-    """``jnp.vecmat``: ``conj(x1) @ x2`` for a vector ``x1`` and a matrix ``x2`` (last axes), batched."""
+    """Vector-matrix product over the last axes, batched, conjugating the vector.
+
+    It is `conj(x1) @ x2` for a vector `x1` and a matrix `x2` (the last axes); the rest broadcast.
+
+    Args:
+        x1: Array of vectors, shape `(..., M)`.
+        x2: Array of matrices, shape `(..., M, N)`.
+    Returns:
+        An array of shape `(..., N)`.
+
+    Examples:
+        >>> jnp.vecmat(jnp.array([1, 1]), jnp.array([[1, 2], [3, 4]]))
+        Array([4, 6], dtype=int32)
+
+    See also:
+        `matvec`, `matmul`.
+    """
     x1, x2 = _arr("vecmat", x1), _arr("vecmat", x2)
     return vectorize(lambda a, b: jnp.matmul(jnp.conj(a), b), signature="(n),(n,m)->(m)")(x1, x2)
 
 
 def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: Any = 0) -> Any:
-    """``jnp.extract``: the elements of ``ravel(arr)`` where ``ravel(condition)`` is true.
+    """Return the elements of an array where a condition is true.
 
-    As with ``compress``, ``size`` fixes the output length (padding with ``fill_value``) so it can be traced.
+    The elements of `ravel(arr)` where `ravel(condition)` is true. As with `compress`, `size` fixes the output
+    length (padding with `fill_value`) so it can be traced.
+
+    Args:
+        condition: Array whose truth values select elements.
+        arr: Input array of `condition`'s size.
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array of `arr`'s dtype.
+
+    Examples:
+        >>> x = jnp.arange(6)
+        >>> jnp.extract(x % 2 == 1, x)
+        Array([1, 3, 5], dtype=int32)
+        >>> jnp.extract(x > 3, x, size=4)
+        Array([4, 5, 0, 0], dtype=int32)
+
+    See also:
+        `compress`, `nonzero`.
     """
     check_arraylike("extract", condition, arr, fill_value)
     return jnp.compress(jnp.ravel(condition), jnp.ravel(arr), size=size, fill_value=fill_value)
 
 
 def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
-    """``jnp.place``: ``arr`` with the positions where ``mask`` is true filled, in order, from ``vals`` (cycled).
+    """Return a copy of an array with masked positions filled from a sequence of values.
 
-    Arrays are immutable, so ``inplace=True`` (NumPy's behaviour, the default) raises; pass ``inplace=False``.
+    The positions where `mask` is true are filled, in order, from `vals` (cycled). Arrays are immutable, so
+    `inplace=True` (NumPy's behaviour, the default) raises; pass `inplace=False`.
+
+    Args:
+        arr: Input array.
+        mask: Boolean array of `arr`'s shape.
+        vals: Values to place, used in order and repeated as needed.
+        inplace: Must be False.
+    Returns:
+        A new array of `arr`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.arange(6)
+        >>> jnp.place(x, x % 2 == 0, jnp.array([-1, -2]), inplace=False)
+        Array([-1,  1, -2,  3, -1,  5], dtype=int32)
+
+    See also:
+        `put`, `where`.
     """
     check_arraylike("place", arr, mask, vals)
     data, m, v = jnp.asarray(arr), jnp.asarray(mask), jnp.ravel(jnp.asarray(vals))
@@ -107,7 +191,26 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
 
 
 def block(arrays: Any) -> Any:
-    """``jnp.block``: assemble an array from nested lists of blocks (the innermost lists join the last axis)."""
+    """Assemble an array from nested lists of blocks.
+
+    The innermost lists are joined along the last axis, the next level out along the second-to-last, and so
+    on.
+
+    Args:
+        arrays: A nested list of arrays (or scalars).
+    Returns:
+        The assembled array.
+
+    Examples:
+        >>> a = jnp.ones((2, 2))
+        >>> jnp.block([[a, jnp.zeros((2, 1))], [jnp.full((1, 3), 5.)]])
+        Array([[1., 1., 0.],
+               [1., 1., 0.],
+               [5., 5., 5.]], dtype=float32)
+
+    See also:
+        `concatenate`, `stack`.
+    """
 
     def depth_of(x: Any, path: tuple) -> int:
         if isinstance(x, tuple):
@@ -163,12 +266,30 @@ def _parse_signature(signature: str) -> tuple[list[tuple[str, ...]], list[tuple[
 
 
 def vectorize(pyfunc: Callable, *, excluded: Any = frozenset(), signature: str | None = None) -> Callable:
-    """``jnp.vectorize``: a function that maps ``pyfunc`` over the leading (loop) axes of its arguments.
+    """Turn a function on scalars (or core arrays) into one mapped over leading axes.
 
-    Without ``signature`` ``pyfunc`` sees scalars; with a gufunc ``signature``
-    such as ``"(n),(n)->()"`` it sees the trailing core axes. Loop axes
-    broadcast, and the mapping is ``vmap`` (size-1 axes are not materialised).
-    ``excluded`` names positions or keywords passed through unmapped.
+    Without `signature` the function sees scalars; with a generalised-ufunc `signature` such as
+    `"(n),(n)->()"` it sees the trailing core axes. Loop axes broadcast, and the mapping is `vmap`: the
+    function is traced once, not called per element (size-1 axes are not materialised). `excluded` names
+    positions or keywords passed through unmapped.
+
+    Args:
+        pyfunc: The function to map.
+        excluded: Set of positional indices or keyword names not to map over.
+        signature: Optional generalised-ufunc signature, e.g. `"(m,n),(n)->(m)"`.
+    Returns:
+        The vectorised function.
+
+    Examples:
+        >>> f = jnp.vectorize(lambda a, b: jnp.where(a > b, a - b, 0))
+        >>> f(jnp.array([1, 5, 3]), jnp.array([4, 2, 6]))
+        Array([0, 3, 0], dtype=int32)
+        >>> norm = jnp.vectorize(lambda v: jnp.sqrt(jnp.sum(v * v)), signature="(n)->()")
+        >>> norm(jnp.array([[3., 4.], [6., 8.]]))
+        Array([ 5., 10.], dtype=float32)
+
+    See also:
+        `ftrans.vmap`, `frompyfunc`, `apply_along_axis`.
     """
     excluded = frozenset(excluded)
     if any(not isinstance(e, (str, int)) for e in excluded):
@@ -267,7 +388,30 @@ def _checked(func: Callable, sizes: dict, out_core: list, signature: str) -> Cal
 
 
 def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any, **kwargs: Any) -> Any:
-    """``jnp.apply_along_axis``: ``func1d`` applied to every 1-d slice along ``axis`` (by ``vmap``)."""
+    """Apply a function to 1-D slices of an array along an axis.
+
+    The function is mapped with `vmap`, so it is traced once on one slice rather than called per slice.
+
+    Args:
+        func1d: A function of a 1-D array.
+        axis: The axis along which the slices lie.
+        arr: Input array.
+        *args: Extra positional arguments for `func1d`.
+        **kwargs: Extra keyword arguments for `func1d`.
+    Returns:
+        The stacked results, with `axis` replaced by the shape of `func1d`'s output.
+
+    Examples:
+        >>> x = jnp.array([[1, 2, 3], [4, 5, 6]])
+        >>> jnp.apply_along_axis(jnp.sum, 1, x)
+        Array([ 6, 15], dtype=int32)
+        >>> jnp.apply_along_axis(lambda v: v[::-1], 0, x)
+        Array([[4, 5, 6],
+               [1, 2, 3]], dtype=int32)
+
+    See also:
+        `apply_over_axes`, `vectorize`.
+    """
     check_arraylike("apply_along_axis", arr)
     nd = np.ndim(arr)
     axis = canonicalize_axis("apply_along_axis", axis, nd)
@@ -283,7 +427,26 @@ def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any, **kwargs
 
 
 def apply_over_axes(func: Callable, a: Any, axes: Sequence[int]) -> Any:
-    """``jnp.apply_over_axes``: ``a = func(a, axis)`` for each axis in turn, a dropped axis put back as size 1."""
+    """Apply a reduction repeatedly over several axes.
+
+    Each step is `a = func(a, axis)`; an axis the function drops is put back with size 1.
+
+    Args:
+        func: A function `func(array, axis)`.
+        a: Input array.
+        axes: Sequence of axes.
+    Returns:
+        An array with `a`'s number of dimensions.
+
+    Examples:
+        >>> jnp.apply_over_axes(jnp.sum, jnp.arange(24).reshape(2, 3, 4), [0, 2])
+        Array([[[ 60],
+                [ 92],
+                [124]]], dtype=int32)
+
+    See also:
+        `apply_along_axis`.
+    """
     a = _arr("apply_over_axes", a)
     for axis in axes:
         b = func(a, axis)
@@ -298,12 +461,31 @@ def apply_over_axes(func: Callable, a: Any, axes: Sequence[int]) -> Any:
 
 
 def piecewise(x: Any, condlist: Any, funclist: list, *args: Any, **kw: Any) -> Any:
-    """``jnp.piecewise``: ``funclist[i](x)`` where ``condlist[i]`` holds (the last true condition wins).
+    """Evaluate a piecewise-defined function.
 
-    A function list one longer than the conditions supplies the value where no
-    condition holds (else 0). Entries may be constants. Each function is
-    traced once on a scalar and selected elementwise (``lax.switch`` under
-    ``vectorize``), so the output has ``x``'s dtype.
+    At each position the value is `funclist[i](x)` for the last true `condlist[i]`. A function list one longer
+    than the conditions supplies the value where no condition holds (else 0). Entries may be constants. Each
+    function is traced once on a scalar and selected elementwise (`lax.switch` under `vectorize`), so the
+    output has `x`'s dtype.
+
+    Args:
+        x: Input array.
+        condlist: Sequence of boolean arrays of `x`'s shape.
+        funclist: Functions (or constants), one per condition, plus an optional default.
+        *args: Extra positional arguments for the functions.
+        **kw: Extra keyword arguments for the functions.
+    Returns:
+        An array of `x`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.array([-2., -1., 0., 1., 2.])
+        >>> jnp.piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v ** 2])
+        Array([2., 1., 0., 1., 4.], dtype=float32)
+        >>> jnp.piecewise(x, [x > 1], [10.])
+        Array([ 0.,  0.,  0.,  0., 10.], dtype=float32)
+
+    See also:
+        `select`, `where`.
     """
     x = _arr("piecewise", x)
     nc, nf = len(condlist), len(funclist)
@@ -344,11 +526,27 @@ _piecewise_jit = jit(_piecewise, static_argnames=("funcs",))
 
 # ---------------------------------------------------------------- numerical gradient
 def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = None) -> Any:
-    """``jnp.gradient``: second-order central differences inside, first-order at the edges.
+    """Estimate the gradient of sampled data with finite differences.
 
-    Spacings are scalars or 1-d coordinate arrays (one per axis, or one for
-    all). ``edge_order`` is not supported (as in JAX). Returns one array for a
-    single axis, else a list.
+    Second-order central differences are used inside, first-order ones at the edges (`edge_order` is not
+    supported, as in JAX).
+
+    Args:
+        f: Array of samples.
+        *varargs: Spacings: scalars or 1-D coordinate arrays (one per axis, or one for all).
+        axis: Axis or axes along which to differentiate (default: all).
+        edge_order: Not supported; must be None.
+    Returns:
+        One array for a single axis, else a list of arrays of `f`'s shape.
+
+    Examples:
+        >>> jnp.gradient(jnp.array([1., 4., 9., 16.]))
+        Array([3., 4., 6., 7.], dtype=float32)
+        >>> jnp.gradient(jnp.array([1., 4., 9., 16.]), 2.)
+        Array([1.5, 2. , 3. , 3.5], dtype=float32)
+
+    See also:
+        `diff`.
     """
     if edge_order is not None:
         raise NotImplementedError("The 'edge_order' argument to jnp.gradient is not supported.")
@@ -407,8 +605,22 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = N
 
 # ---------------------------------------------------------------- polynomials
 def poly(seq_of_zeros: Any) -> Any:
-    """``jnp.poly``: the coefficients of the monic polynomial with the given roots (or a square matrix's
-    eigenvalues)."""
+    """Return the coefficients of the monic polynomial with given roots.
+
+    A square matrix gives its characteristic polynomial (from its eigenvalues).
+
+    Args:
+        seq_of_zeros: 1-D array of roots, or a square matrix.
+    Returns:
+        A 1-D coefficient array (highest power first).
+
+    Examples:
+        >>> jnp.poly(jnp.array([1., 2.]))
+        Array([ 1., -3.,  2.], dtype=float32)
+
+    See also:
+        `roots`.
+    """
     check_arraylike("poly", seq_of_zeros)
     (z,) = _inexact_nobcast("poly", seq_of_zeros)
     z = jnp.atleast_1d(z)
@@ -426,8 +638,27 @@ def poly(seq_of_zeros: Any) -> Any:
 
 
 def polydiv(u: Any, v: Any, *, trim_leading_zeros: bool = False) -> tuple[Any, Any]:
-    """``jnp.polydiv``: quotient and remainder of polynomial division (the remainder keeps ``u``'s length
-    unless ``trim_leading_zeros``, which needs concrete values)."""
+    """Divide one polynomial by another.
+
+    The remainder keeps `u`'s length unless `trim_leading_zeros`, which needs concrete values.
+
+    Args:
+        u: Dividend coefficients (highest power first).
+        v: Divisor coefficients.
+        trim_leading_zeros: Strip the leading zeros of the remainder.
+    Returns:
+        A pair `(quotient, remainder)` of coefficient arrays (inexact dtype).
+
+    Examples:
+        >>> q, r = jnp.polydiv(jnp.array([1., 0., -1.]), jnp.array([1., 1.]))
+        >>> q
+        Array([ 1., -1.], dtype=float32)
+        >>> r
+        Array([0., 0., 0.], dtype=float32)
+
+    See also:
+        `polymul`.
+    """
     check_arraylike("polydiv", u, v)
     u, v = _inexact_nobcast("polydiv", u, v)
     m, n = u.shape[0] - 1, v.shape[0] - 1
@@ -447,10 +678,29 @@ def polydiv(u: Any, v: Any, *, trim_leading_zeros: bool = False) -> tuple[Any, A
 
 def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = False, w: Any = None,
             cov: Any = False) -> Any:
-    """``jnp.polyfit``: least-squares polynomial coefficients (highest power first) of degree ``deg``.
+    """Least-squares polynomial fit.
 
-    ``full=True`` also returns residuals, rank, singular values and ``rcond``;
-    ``cov=True`` (or ``"unscaled"``) returns the coefficient covariance.
+    `full=True` also returns the residuals, rank, singular values and `rcond`; `cov=True` (or `"unscaled"`)
+    returns the coefficients' covariance matrix.
+
+    Args:
+        x: x coordinates of the samples.
+        y: y coordinates (1-D, or 2-D for several fits at once).
+        deg: Degree of the polynomial (static).
+        rcond: Relative cut-off for small singular values.
+        full: Whether to return diagnostic information too.
+        w: Optional weights per sample.
+        cov: Whether to return the covariance matrix too.
+    Returns:
+        The coefficients (highest power first), or a tuple with the extra results.
+
+    Examples:
+        >>> x = jnp.array([0., 1., 2., 3.])
+        >>> jnp.polyfit(x, 2 * x + 1, 1).round(4)
+        Array([2., 1.], dtype=float32)
+
+    See also:
+        `polyval`, `linalg.lstsq`.
     """
     if w is None:
         check_arraylike("polyfit", x, y)
@@ -519,11 +769,23 @@ def _roots_no_zeros(p: Any) -> Any:
 
 
 def roots(p: Any, *, strip_zeros: bool = True) -> Any:
-    """``jnp.roots``: the roots of the polynomial with coefficients ``p`` (highest power first), as the
-    companion matrix's eigenvalues.
+    """Return the roots of a polynomial.
 
-    Leading zeros are stripped, which needs concrete values; under ``jit``
-    pass ``strip_zeros=False``, and the roots they stand for come back NaN.
+    The roots are the companion matrix's eigenvalues. Leading zeros are stripped, which needs concrete values;
+    under `jit` pass `strip_zeros=False`, and the roots they stand for come back NaN.
+
+    Args:
+        p: Coefficients (highest power first).
+        strip_zeros: Whether to strip leading zeros first.
+    Returns:
+        A 1-D complex array of roots.
+
+    Examples:
+        >>> jnp.sort_complex(jnp.roots(jnp.array([1., -3., 2.]))).round(4)
+        Array([1.+0.j, 2.+0.j], dtype=complex64)
+
+    See also:
+        `poly`, `polyval`.
     """
     check_arraylike("roots", p)
     (p,) = _inexact_nobcast("roots", p)
@@ -547,8 +809,26 @@ def roots(p: Any, *, strip_zeros: bool = True) -> Any:
 # ---------------------------------------------------------------- histograms in several dimensions
 def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
                 density: bool | None = None) -> tuple[Any, list]:
-    """``jnp.histogramdd``: counts (or summed weights) of ``(N, D)`` samples in a D-dimensional grid of bins,
-    and the D edge arrays."""
+    """Compute the multidimensional histogram of some data.
+
+    Args:
+        sample: An `(N, D)` array of N points in D dimensions.
+        bins: Number of bins (per dimension), or edge arrays.
+        range: Optional `(min, max)` per dimension.
+        weights: Optional weights per point.
+        density: If True, return a probability density instead of counts.
+    Returns:
+        A pair `(hist, edges)`: the D-dimensional counts and a list of D edge arrays.
+
+    Examples:
+        >>> h, edges = jnp.histogramdd(jnp.array([[0., 0.], [1., 0.], [1., 1.]]), bins=2)
+        >>> h
+        Array([[1, 0],
+               [1, 1]], dtype=int32)
+
+    See also:
+        `histogram`, `histogram2d`.
+    """
     if weights is None:
         check_arraylike("histogramdd", sample)
         (sample,) = _inexact_nobcast("histogramdd", sample)
@@ -590,7 +870,27 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = N
 
 def histogram2d(x: Any, y: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
                 density: bool | None = None) -> tuple[Any, Any, Any]:
-    """``jnp.histogram2d``: the 2-d histogram of points ``(x, y)`` and its x and y bin edges."""
+    """Compute the 2-D histogram of two data samples.
+
+    Args:
+        x: x coordinates of the points.
+        y: y coordinates of the points.
+        bins: Number of bins (per axis), or edge arrays.
+        range: Optional `[[xmin, xmax], [ymin, ymax]]`.
+        weights: Optional weights per point.
+        density: If True, return a probability density instead of counts.
+    Returns:
+        A triple `(hist, xedges, yedges)`.
+
+    Examples:
+        >>> h, xe, ye = jnp.histogram2d(jnp.array([0., 1., 1.]), jnp.array([0., 0., 1.]), bins=2)
+        >>> h
+        Array([[1, 0],
+               [1, 1]], dtype=int32)
+
+    See also:
+        `histogram`, `histogramdd`.
+    """
     check_arraylike("histogram2d", x, y)
     try:
         nb = len(bins)

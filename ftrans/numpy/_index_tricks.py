@@ -65,7 +65,22 @@ def _symbolic_tri_indices(name: str, n: Any, k: Any, m: Any) -> tuple[Any, Any] 
 
 
 def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple[Any, Any]:
-    """``jnp.tril_indices``: row and column indices of the lower triangle of an ``n x m`` matrix."""
+    """Return the row and column indices of the lower triangle of an `n x m` matrix.
+
+    Args:
+        n: Number of rows.
+        k: Diagonal offset: positive values include diagonals above the main one.
+        m: Number of columns (default `n`).
+    Returns:
+        A pair of 1-D integer arrays `(rows, cols)`.
+
+    Examples:
+        >>> jnp.tril_indices(3)
+        (Array([0, 1, 1, 2, 2, 2], dtype=int32), Array([0, 0, 1, 0, 1, 2], dtype=int32))
+
+    See also:
+        `triu_indices`, `tril`.
+    """
     sym = _symbolic_tri_indices("tril_indices", n, k, m)
     if sym is not None:
         return sym
@@ -76,7 +91,22 @@ def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple[Any, Any]:
 
 
 def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple[Any, Any]:
-    """``jnp.triu_indices``: row and column indices of the upper triangle of an ``n x m`` matrix."""
+    """Return the row and column indices of the upper triangle of an `n x m` matrix.
+
+    Args:
+        n: Number of rows.
+        k: Diagonal offset: positive values exclude diagonals above the main one.
+        m: Number of columns (default `n`).
+    Returns:
+        A pair of 1-D integer arrays `(rows, cols)`.
+
+    Examples:
+        >>> jnp.triu_indices(3, k=1)
+        (Array([0, 0, 1], dtype=int32), Array([1, 2, 2], dtype=int32))
+
+    See also:
+        `tril_indices`, `triu`.
+    """
     sym = _symbolic_tri_indices("triu_indices", n, k, m)
     if sym is not None:
         return sym
@@ -95,19 +125,67 @@ def _check_2d(name: str, arr: Any) -> tuple[int, int]:
 
 
 def tril_indices_from(arr: Any, k: int = 0) -> tuple[Any, Any]:
-    """``jnp.tril_indices_from``: ``tril_indices`` for the shape of a 2-d array."""
+    """Return the indices of the lower triangle of a 2-D array.
+
+    It is `tril_indices` for the shape of `arr`.
+
+    Args:
+        arr: 2-D array.
+        k: Diagonal offset.
+    Returns:
+        A pair of 1-D integer arrays `(rows, cols)`.
+
+    Examples:
+        >>> x = jnp.arange(4).reshape(2, 2)
+        >>> x[jnp.tril_indices_from(x)]
+        Array([0, 2, 3], dtype=int32)
+
+    See also:
+        `tril_indices`.
+    """
     n, m = _check_2d("tril_indices_from", arr)
     return tril_indices(n, k=k, m=m)
 
 
 def triu_indices_from(arr: Any, k: int = 0) -> tuple[Any, Any]:
-    """``jnp.triu_indices_from``: ``triu_indices`` for the shape of a 2-d array."""
+    """Return the indices of the upper triangle of a 2-D array.
+
+    It is `triu_indices` for the shape of `arr`.
+
+    Args:
+        arr: 2-D array.
+        k: Diagonal offset.
+    Returns:
+        A pair of 1-D integer arrays `(rows, cols)`.
+
+    Examples:
+        >>> x = jnp.arange(4).reshape(2, 2)
+        >>> x[jnp.triu_indices_from(x)]
+        Array([0, 1, 3], dtype=int32)
+
+    See also:
+        `triu_indices`.
+    """
     n, m = _check_2d("triu_indices_from", arr)
     return triu_indices(n, k=k, m=m)
 
 
 def diag_indices(n: int, ndim: int = 2) -> tuple[Any, ...]:
-    """``jnp.diag_indices``: ``ndim`` copies of ``arange(n)``, indexing the main diagonal."""
+    """Return the indices of the main diagonal of an `n`-per-side array.
+
+    Args:
+        n: Length of each axis.
+        ndim: Number of dimensions.
+    Returns:
+        A tuple of `ndim` copies of `arange(n)`.
+
+    Examples:
+        >>> jnp.diag_indices(3)
+        (Array([0, 1, 2], dtype=int32), Array([0, 1, 2], dtype=int32))
+
+    See also:
+        `diag_indices_from`, `fill_diagonal`.
+    """
     n = _static_int("diag_indices", n, "'n'")
     ndim = _static_int("diag_indices", ndim, "'ndim'")
     if n < 0:
@@ -118,7 +196,21 @@ def diag_indices(n: int, ndim: int = 2) -> tuple[Any, ...]:
 
 
 def diag_indices_from(arr: Any) -> tuple[Any, ...]:
-    """``jnp.diag_indices_from``: diagonal indices of a square (hyper-cubic) array."""
+    """Return the indices of the main diagonal of a square (or hyper-cubic) array.
+
+    Args:
+        arr: Array whose axes all have the same length.
+    Returns:
+        A tuple of `arr.ndim` index arrays.
+
+    Examples:
+        >>> x = jnp.arange(9).reshape(3, 3)
+        >>> x[jnp.diag_indices_from(x)]
+        Array([0, 4, 8], dtype=int32)
+
+    See also:
+        `diag_indices`.
+    """
     check_arraylike("diag_indices_from", arr)
     shape = tuple(shape_of(arr))
     if len(shape) < 2:
@@ -130,14 +222,51 @@ def diag_indices_from(arr: Any) -> tuple[Any, ...]:
 
 def mask_indices(n: int, mask_func: Callable[[Any, int], Any], k: int = 0, *,
                  size: int | None = None) -> tuple[Any, Any]:
-    """``jnp.mask_indices``: nonzero positions of ``mask_func(ones((n, n)), k)``."""
+    """Return the indices where a masking function of a square matrix is nonzero.
+
+    The positions are those of `mask_func(ones((n, n)), k)`; `size` makes it usable under `jit`.
+
+    Args:
+        n: Size of the square matrix.
+        mask_func: A function such as `triu` or `tril` taking `(array, k)`.
+        k: Offset passed to `mask_func`.
+        size: Optional static number of indices to return.
+    Returns:
+        A pair of 1-D integer arrays `(rows, cols)`.
+
+    Examples:
+        >>> jnp.mask_indices(3, jnp.triu, 1)
+        (Array([0, 0, 1], dtype=int32), Array([1, 2, 2], dtype=int32))
+
+    See also:
+        `triu_indices`, `tril_indices`.
+    """
     n = _static_int("mask_indices", n, "n")
     i, j = jnp.nonzero(mask_func(jnp.ones((n, n)), k), size=size)
     return i, j
 
 
 def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) -> Any:
-    """``jnp.indices``: a grid of coordinate arrays, stacked (dense) or broadcastable (sparse)."""
+    """Return an array representing the indices of a grid.
+
+    Args:
+        dimensions: The shape of the grid.
+        dtype: Integer dtype of the result (default int32).
+        sparse: If True, return broadcastable arrays instead of a stacked grid.
+    Returns:
+        An array of shape `(len(dimensions),) + dimensions`, or a tuple of broadcastable arrays if `sparse`.
+
+    Examples:
+        >>> jnp.indices((2, 3))
+        Array([[[0, 0, 0],
+                [1, 1, 1]],
+        <BLANKLINE>
+               [[0, 1, 2],
+                [0, 1, 2]]], dtype=int32)
+
+    See also:
+        `meshgrid`, `ix_`.
+    """
     d = dtypes.canonicalize(dtypes.to_dtype(int if dtype is None else dtype))
     dims = tuple(_static_int("indices", x, "dimensions") for x in dimensions)
     nd = len(dims)
@@ -151,7 +280,25 @@ def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) 
 
 
 def ix_(*args: Any) -> tuple[Any, ...]:
-    """``jnp.ix_``: open-mesh index arrays from 1-d sequences (boolean inputs are not supported)."""
+    """Construct an open mesh from several 1-D sequences.
+
+    Each input is reshaped so that the results broadcast to the full grid, for indexing a cross product.
+    Boolean inputs are not supported.
+
+    Args:
+        *args: 1-D integer sequences.
+    Returns:
+        A tuple of arrays with `len(args)` dimensions each.
+
+    Examples:
+        >>> rows, cols = jnp.ix_(jnp.array([0, 1]), jnp.array([2, 0]))
+        >>> jnp.arange(9).reshape(3, 3)[rows, cols]
+        Array([[2, 0],
+               [5, 3]], dtype=int32)
+
+    See also:
+        `meshgrid`, `indices`.
+    """
     check_arraylike("ix_", *args)
     n = len(args)
     out = []

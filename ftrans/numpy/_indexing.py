@@ -1145,10 +1145,39 @@ def _ravel(x: Any) -> Any:
 
 def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: str | None = None,
          unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> Any:
-    """``jnp.take``: elements of ``a`` at ``indices`` along ``axis`` (flattened if None).
+    """Take elements of an array along an axis.
 
-    The default mode is "fill" (out-of-range indices read NaN / the dtype's
-    extreme value), after wrapping negative indices once, as in jax.
+    Unlike NumPy, out-of-range indices do not raise (no errors can be raised from compiled code): the default
+    mode `"fill"` returns NaN for inexact dtypes and the dtype's extreme value otherwise, after negative
+    indices are wrapped once, as in JAX.
+
+    Args:
+        a: Input array.
+        indices: Integer indices (any shape).
+        axis: Axis to take along; None (the default) takes from the flattened array.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        mode: Out-of-range handling: `"fill"` (default), `"clip"` or `"wrap"`; `"raise"` is not supported
+            (NotImplementedError).
+        unique_indices: Promise that the indices are unique (an optimisation hint).
+        indices_are_sorted: Promise that the indices are sorted (an optimisation hint).
+        fill_value: The value for out-of-range indices in `"fill"` mode.
+    Returns:
+        An array of shape `a.shape[:axis] + indices.shape + a.shape[axis + 1:]` and `a`'s dtype.
+
+    Examples:
+        >>> x = jnp.array([10, 20, 30, 40])
+        >>> jnp.take(x, jnp.array([0, 3, -1]))
+        Array([10, 40, 40], dtype=int32)
+        >>> jnp.take(x, jnp.array([5]), fill_value=-1)
+        Array([-1], dtype=int32)
+        >>> jnp.take(x, jnp.array([5]), mode="clip")
+        Array([40], dtype=int32)
+        >>> jnp.take(jnp.arange(6).reshape(2, 3), jnp.array([2, 0]), axis=1)
+        Array([[2, 0],
+               [5, 3]], dtype=int32)
+
+    See also:
+        `take_along_axis`, `Array.at`, `choose`.
     """
     if out is not None:
         raise NotImplementedError("take: out is not supported")
@@ -1222,10 +1251,33 @@ def _take_along_one_hot(a: Any, indices: Any, ax: int, n: int, out_shape: tuple)
 
 def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: Any = None,
                     fill_value: Any = None, *, wrap_negative_indices: bool | None = None) -> Any:
-    """``jnp.take_along_axis``: ``arr`` indexed along ``axis`` by ``indices`` that broadcast against it.
+    """Take values from an array by matching 1-D index slices along an axis.
 
-    One gather: axes where ``indices`` has size 1 are taken whole (offset
-    dims), axes where both have the full size are batching dims.
+    It is one gather: `indices` broadcasts against `arr` except along `axis`. Out-of-range indices follow
+    `mode` as in `take`.
+
+    Args:
+        arr: Input array.
+        indices: Integer array with `arr`'s number of dimensions.
+        axis: The axis to index along (None: the flattened array).
+        mode: Out-of-range handling, as in `take` (default `"fill"`).
+        fill_value: The value for out-of-range indices in `"fill"` mode.
+        wrap_negative_indices: Whether negative indices count from the end (by default they do).
+    Returns:
+        An array of the broadcast shape with `arr`'s dtype.
+
+    Examples:
+        >>> x = jnp.array([[10, 30, 20], [60, 40, 50]])
+        >>> idx = jnp.argsort(x, axis=1)
+        >>> jnp.take_along_axis(x, idx, axis=1)
+        Array([[10, 20, 30],
+               [40, 50, 60]], dtype=int32)
+        >>> jnp.take_along_axis(x, jnp.array([[0], [2]]), axis=1)
+        Array([[10],
+               [50]], dtype=int32)
+
+    See also:
+        `take`, `put_along_axis`, `argsort`.
     """
     check_arraylike("take_along_axis", arr)
     a = as_operand(arr)
@@ -1340,12 +1392,28 @@ def _static_size(name: str, mask: Any, size: Any) -> int:
 
 
 def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, ...]:
-    """``jnp.nonzero``: the indices of the nonzero elements, one array per axis.
+    """Return the indices of the nonzero elements.
 
-    With ``size=N`` the result has static length N (truncated, or padded with
-    ``fill_value``, default 0), which is what makes it traceable.  Built from a
-    prefix sum and one scatter: element i, if nonzero, lands in slot
-    ``cumsum(mask)[i] - 1``; slots past N are dropped by the scatter.
+    The number of nonzero elements decides the output shape, so under `jit` pass `size=N`: the result then has
+    static length N, truncated or padded with `fill_value` (default 0). It is built from a prefix sum and one
+    scatter: element i, if nonzero, lands in slot `cumsum(mask)[i] - 1`, and slots past N are dropped.
+
+    Args:
+        a: Input array (at least 1-D).
+        size: Optional static number of indices per axis to return.
+        fill_value: Index (or one per axis) used to pad up to `size` (default 0).
+    Returns:
+        A tuple of `a.ndim` integer arrays, one per axis.
+
+    Examples:
+        >>> x = jnp.array([[0, 3], [4, 0]])
+        >>> jnp.nonzero(x)
+        (Array([0, 1], dtype=int32), Array([1, 0], dtype=int32))
+        >>> jnp.nonzero(jnp.array([0, 5, 0, 7]), size=3, fill_value=-1)
+        (Array([ 1,  3, -1], dtype=int32),)
+
+    See also:
+        `argwhere`, `flatnonzero`, `where`.
     """
     check_arraylike("nonzero", a)
     if len(shape_of(a)) == 0:
@@ -1398,13 +1466,52 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
 
 
 def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
-    """``jnp.flatnonzero``: ``nonzero(ravel(a))[0]``."""
+    """Return the indices of the nonzero elements of the flattened array.
+
+    It is `nonzero(ravel(a))[0]`; `size` and `fill_value` make it usable under `jit`.
+
+    Args:
+        a: Input array.
+        size: Optional static number of indices to return.
+        fill_value: Index used to pad up to `size`.
+    Returns:
+        A 1-D integer array.
+
+    Examples:
+        >>> jnp.flatnonzero(jnp.array([[0, 3], [4, 0]]))
+        Array([1, 2], dtype=int32)
+
+    See also:
+        `nonzero`.
+    """
     check_arraylike("flatnonzero", a)
     return nonzero(_ravel(as_operand(a)), size=size, fill_value=fill_value)[0]
 
 
 def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
-    """``jnp.argwhere``: the nonzero indices as a (count, ndim) array."""
+    """Return the indices of the nonzero elements, grouped by element.
+
+    `size` and `fill_value` make it usable under `jit`, as in `nonzero`.
+
+    Args:
+        a: Input array.
+        size: Optional static number of rows to return.
+        fill_value: Index used to pad up to `size`.
+    Returns:
+        An integer array of shape `(count, a.ndim)`.
+
+    Examples:
+        >>> jnp.argwhere(jnp.array([[0, 3], [4, 0]]))
+        Array([[0, 1],
+               [1, 0]], dtype=int32)
+        >>> jnp.argwhere(jnp.array([1, 0, 1]), size=3, fill_value=-1)
+        Array([[ 0],
+               [ 2],
+               [-1]], dtype=int32)
+
+    See also:
+        `nonzero`.
+    """
     check_arraylike("argwhere", a)
     a = as_operand(a)
     if len(shape_of(a)) == 0:
@@ -1427,7 +1534,25 @@ def _broadcast_all(name: str, ops: list) -> list:
 
 
 def select(condlist: Any, choicelist: Any, default: Any = 0) -> Any:
-    """``jnp.select``: at each position, the choice of the first true condition (else ``default``)."""
+    """Choose from a list of values according to a list of conditions.
+
+    At each position, the value of the first true condition is taken, else `default`.
+
+    Args:
+        condlist: Sequence of boolean arrays.
+        choicelist: Sequence of arrays, as many as `condlist`.
+        default: The value where no condition holds.
+    Returns:
+        An array of the broadcast shape and promoted dtype.
+
+    Examples:
+        >>> x = jnp.arange(6)
+        >>> jnp.select([x < 2, x > 3], [x, x * 10], default=-1)
+        Array([ 0,  1, -1, -1, 40, 50], dtype=int32)
+
+    See also:
+        `where`, `choose`, `piecewise`.
+    """
     condlist, choicelist = list(condlist), list(choicelist)
     if len(condlist) != len(choicelist):
         raise FtransValueError(
@@ -1446,7 +1571,29 @@ def select(condlist: Any, choicelist: Any, default: Any = 0) -> Any:
 
 
 def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Any:
-    """``jnp.choose``: ``choices[a[i]][i]`` at each position, as one ``select_n``."""
+    """Build an array from an index array and a list of arrays to choose from.
+
+    The result is `choices[a[i]][i]` at each position, computed as one `select_n`.
+
+    Args:
+        a: Integer array of indices into `choices`.
+        choices: Sequence of arrays broadcastable with `a`.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        mode: How out-of-range indices are treated: `'raise'` (the default, which needs a concrete `a`: use
+            `'wrap'` or `'clip'` under `jit`), `'wrap'` or `'clip'`.
+    Returns:
+        An array of the broadcast shape.
+
+    Examples:
+        >>> choices = [jnp.array([0, 1, 2]), jnp.array([10, 11, 12]), jnp.array([20, 21, 22])]
+        >>> jnp.choose(jnp.array([2, 0, 1]), choices)
+        Array([20,  1, 12], dtype=int32)
+        >>> jnp.choose(jnp.array([3, -1, 1]), choices, mode="clip")
+        Array([20,  1, 12], dtype=int32)
+
+    See also:
+        `select`, `where`, `take`.
+    """
     if out is not None:
         raise NotImplementedError("choose: out is not supported")
     choices = list(choices)
@@ -1476,10 +1623,33 @@ def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Any:
 
 def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | None = None,
              fill_value: Any = 0, out: None = None) -> Any:
-    """``jnp.compress``: the slices of ``a`` along ``axis`` where ``condition`` is true.
+    """Select slices of an array along an axis where a condition is true.
 
-    Without ``size`` the condition must be concrete; with it the result has
-    ``size`` slices (at most the axis length), padded with ``fill_value``.
+    Without `size` the condition must be concrete; with it the result has `size` slices (at most the axis
+    length), padded with `fill_value`, which works under `jit`.
+
+    Args:
+        condition: 1-D boolean array; a shorter one is treated as padded with False.
+        a: Input array.
+        axis: The axis to select along; None (the default) uses the flattened array.
+        size: Optional static number of slices in the result.
+        fill_value: Value used to pad up to `size`.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+    Returns:
+        An array with the selected slices, of `a`'s dtype.
+
+    Examples:
+        >>> x = jnp.array([[1, 2], [3, 4], [5, 6]])
+        >>> jnp.compress(jnp.array([True, False, True]), x, axis=0)
+        Array([[1, 2],
+               [5, 6]], dtype=int32)
+        >>> jnp.compress(jnp.array([False, True]), x, axis=1)
+        Array([[2],
+               [4],
+               [6]], dtype=int32)
+
+    See also:
+        `extract`, `where`.
     """
     if out is not None:
         raise NotImplementedError("compress: out is not supported")
@@ -1538,9 +1708,28 @@ def _convert_bool(mask: Any) -> Any:
 
 
 def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = True) -> Any:
-    """``jnp.put`` (with ``inplace=False``): ``a`` with its flat positions ``ind`` set to ``v``.
+    """Return a copy of an array with the elements at flat indices replaced.
 
-    ``v`` is repeated (tiled) to the number of indices, as NumPy does.
+    `v` is repeated (tiled) to the number of indices, as NumPy does. Arrays are immutable, so `inplace=False`
+    is required.
+
+    Args:
+        a: Input array.
+        ind: Flat (raveled) integer indices.
+        v: Values to put there.
+        mode: Out-of-range handling: None (the default: negative indices count from the end and out-of-range
+            ones are dropped), `"clip"` or `"wrap"`.
+        inplace: Must be False.
+    Returns:
+        A new array of `a`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.zeros(5, dtype=int)
+        >>> jnp.put(x, jnp.array([0, 3]), jnp.array([7, 8]), inplace=False)
+        Array([7, 0, 0, 8, 0], dtype=int32)
+
+    See also:
+        `Array.at`, `place`.
     """
     if inplace:
         raise FtransValueError(

@@ -36,8 +36,26 @@ object_, character, flexible = np.object_, np.character, np.flexible
 
 
 def load(file: IO[bytes] | str, *args: Any, **kwargs: Any) -> Any:
-    """``jnp.load``: ``np.load``, with a plain array result turned into an ftrans array
-    (raw two-byte void data is read back as bfloat16, as JAX saves it)."""
+    """Load arrays from a `.npy` or `.npz` file.
+
+    It is `np.load`, with a plain array result turned into an ftrans array (raw two-byte void data is read
+    back as bfloat16, as JAX saves it).
+
+    Args:
+        file: A file name or open binary file.
+        *args: Further positional arguments for `np.load`.
+        **kwargs: Further keyword arguments for `np.load`.
+    Returns:
+        An array, or what `np.load` returns for `.npz` files.
+
+    Examples:
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> np.save(buf, np.arange(3))
+        >>> _ = buf.seek(0)
+        >>> jnp.load(buf)
+        Array([0, 1, 2], dtype=int32)
+    """
     out = np.load(file, *args, **kwargs)
     if isinstance(out, np.ndarray):
         if out.dtype == "V2":
@@ -50,12 +68,44 @@ def load(file: IO[bytes] | str, *args: Any, **kwargs: Any) -> Any:
 
 
 def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0) -> Any:
-    """``jnp.frombuffer``: an array interpreting ``buffer`` as raw data of ``dtype``."""
+    r"""Interpret a buffer as a 1-D array.
+
+    Args:
+        buffer: A bytes-like object.
+        dtype: Dtype of the elements.
+        count: Number of elements to read (-1: all).
+        offset: Byte offset at which to start.
+    Returns:
+        A 1-D array.
+
+    Examples:
+        >>> jnp.frombuffer(b"\x01\x02\x03", dtype=jnp.uint8)
+        Array([1, 2, 3], dtype=uint8)
+
+    See also:
+        `fromstring`.
+    """
     return jnp.asarray(np.frombuffer(buffer=buffer, dtype=dtype, count=count, offset=offset))
 
 
 def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) -> Any:
-    """``jnp.fromstring``: an array parsed from text separated by ``sep``."""
+    """Build a 1-D array from numbers written in a string.
+
+    Args:
+        string: The text.
+        dtype: Dtype of the elements.
+        count: Number of elements to read (-1: all).
+        sep: The separator between numbers (required).
+    Returns:
+        A 1-D array.
+
+    Examples:
+        >>> jnp.fromstring("1 2 3", dtype=int, sep=" ")
+        Array([1, 2, 3], dtype=int32)
+
+    See also:
+        `frombuffer`.
+    """
     return jnp.asarray(np.fromstring(string, dtype=dtype, count=count, sep=sep))
 
 
@@ -76,8 +126,27 @@ def fromiter(*args: Any, **kwargs: Any) -> Any:
 
 
 def fromfunction(function: Callable[..., Any], shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
-    """``jnp.fromfunction``: ``function`` mapped with ``vmap`` over every index of ``shape``, as in JAX: it
-    sees scalar indices (not NumPy's grids of index arrays) and may return a pytree."""
+    """Construct an array by calling a function on every index.
+
+    The function is mapped with `vmap` over every index of `shape`, as in JAX: it sees scalar indices (not
+    NumPy's grids of index arrays) and may return a pytree.
+
+    Args:
+        function: Function of `len(shape)` scalar indices.
+        shape: Shape of the result.
+        dtype: Dtype of the indices passed to `function`.
+        **kwargs: Extra keyword arguments for `function`.
+    Returns:
+        The array (or pytree of arrays) of values, of shape `shape`.
+
+    Examples:
+        >>> jnp.fromfunction(lambda i, j: i * 10 + j, (2, 3), dtype=int)
+        Array([[ 0,  1,  2],
+               [10, 11, 12]], dtype=int32)
+
+    See also:
+        `indices`, `vectorize`.
+    """
     from ftrans.transforms.batching import vmap
 
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
@@ -99,7 +168,26 @@ def _unoptimized() -> Any:
 
 
 def einsum_path(subscripts: str, /, *operands: Any, optimize: bool | str | list = "auto") -> tuple[list, Any]:
-    """``jnp.einsum_path``: the pairwise contraction order ``einsum`` would use, from opt_einsum."""
+    """Compute the pairwise contraction order `einsum` would use.
+
+    The order comes from opt_einsum.
+
+    Args:
+        subscripts: The subscripts string.
+        *operands: The arrays (only their shapes matter).
+        optimize: Contraction-order strategy (`"auto"`, `"greedy"`, `"optimal"`, ...).
+    Returns:
+        A pair `(path, description)`: the list of contractions (`["einsum_path", (i, j), ...]`) and
+        opt_einsum's report.
+
+    Examples:
+        >>> path, info = jnp.einsum_path("ij,jk,kl->il", jnp.ones((2, 3)), jnp.ones((3, 4)), jnp.ones((4, 5)))
+        >>> path
+        [(0, 1), (0, 1)]
+
+    See also:
+        `einsum`.
+    """
     import opt_einsum
 
     if isinstance(optimize, bool):

@@ -86,8 +86,33 @@ def _scalar_product(x: Any, y: Any) -> Any:
 # ---------------------------------------------------------------- matmul, dot, vdot, inner, outer
 def matmul(a: Any, b: Any, /, *, precision: Any = None, preferred_element_type: Any = None,
            out_sharding: Any = None) -> Any:
-    """``jnp.matmul`` / ``@``: batched matrix product with NumPy's broadcasting of batch axes
-    (``out_sharding`` lays the result out)."""
+    """Matrix product of two arrays (the `@` operator).
+
+    Leading (batch) axes broadcast with NumPy's rules; a 1-D operand is treated as a vector and its axis
+    removed from the result. `out_sharding` lays the result out.
+
+    Args:
+        a: First array (not a scalar).
+        b: Second array (not a scalar).
+        precision: Optional `lax.Precision` (or pair) for the underlying dot or convolution.
+        preferred_element_type: Optional dtype to accumulate in and return.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        The product, in the promoted dtype.
+
+    Examples:
+        >>> a = jnp.array([[1, 2], [3, 4]])
+        >>> jnp.matmul(a, a)
+        Array([[ 7, 10],
+               [15, 22]], dtype=int32)
+        >>> jnp.matmul(a, jnp.array([1, 0]))
+        Array([1, 3], dtype=int32)
+        >>> jnp.matmul(jnp.ones((5, 2, 3)), jnp.ones((3, 4))).shape
+        (5, 2, 4)
+
+    See also:
+        `dot`, `matvec`, `vecmat`, `einsum`.
+    """
     if out_sharding is not None:
         from ftrans.lax._sharding import with_out_sharding
 
@@ -101,8 +126,30 @@ def matmul(a: Any, b: Any, /, *, precision: Any = None, preferred_element_type: 
 
 def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None,
         out_sharding: Any = None) -> Any:
-    """``jnp.dot``: sums over the last axis of ``a`` and the second-to-last of ``b`` (``out_sharding``
-    lays the result out)."""
+    """Dot product of two arrays.
+
+    For 1-D operands it is the inner product, for 2-D the matrix product; in general it sums over the last
+    axis of `a` and the second-to-last of `b` (the last if `b` is 1-D). Scalars multiply. `out_sharding` lays
+    the result out.
+
+    Args:
+        a: First array.
+        b: Second array.
+        precision: Optional `lax.Precision` (or pair) for the underlying dot or convolution.
+        preferred_element_type: Optional dtype to accumulate in and return.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        The product, in the promoted dtype, of shape `a.shape[:-1] + b.shape[:-2] + b.shape[-1:]`.
+
+    Examples:
+        >>> jnp.dot(jnp.array([1, 2, 3]), jnp.array([4, 5, 6]))
+        Array(32, dtype=int32)
+        >>> jnp.dot(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 1]))
+        Array([3, 7], dtype=int32)
+
+    See also:
+        `matmul`, `vdot`, `tensordot`, `einsum`.
+    """
     if out_sharding is not None:
         from ftrans.lax._sharding import with_out_sharding
 
@@ -134,7 +181,25 @@ def _ravel(x: Any) -> Any:
 
 
 def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """``jnp.vdot``: the dot product of the flattened operands, conjugating the first."""
+    """Dot product of two flattened arrays, conjugating the first.
+
+    Args:
+        a: First array (conjugated if complex).
+        b: Second array, with as many elements as `a`.
+        precision: Optional `lax.Precision` (or pair) for the underlying dot or convolution.
+        preferred_element_type: Optional dtype to accumulate in and return.
+    Returns:
+        A 0-d array in the promoted dtype.
+
+    Examples:
+        >>> jnp.vdot(jnp.array([[1, 2], [3, 4]]), jnp.array([[1, 1], [1, 1]]))
+        Array(10, dtype=int32)
+        >>> jnp.vdot(jnp.array([1j, 2]), jnp.array([1j, 1]))
+        Array(3.+0.j, dtype=complex64)
+
+    See also:
+        `dot`, `vecdot`.
+    """
     prec = _precision("vdot", precision)
     x, y, joined = _as_given("vdot", a, b)
     if dtype_weak(x)[0].kind == "c":
@@ -149,7 +214,26 @@ def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any =
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """``jnp.vecdot``: conjugated dot product along ``axis`` with broadcasting of the rest."""
+    """Vector dot product along an axis, conjugating the first operand.
+
+    The other axes broadcast.
+
+    Args:
+        x1: First array (conjugated if complex).
+        x2: Second array.
+        axis: The axis of the vectors (the same length in both).
+        precision: Optional `lax.Precision` (or pair) for the underlying dot or convolution.
+        preferred_element_type: Optional dtype to accumulate in and return.
+    Returns:
+        An array of the broadcast shape without `axis`.
+
+    Examples:
+        >>> jnp.vecdot(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 10]))
+        Array([21, 43], dtype=int32)
+
+    See also:
+        `vdot`, `matvec`.
+    """
     prec = _precision("vecdot", precision)
     x, y, joined = _as_given("vecdot", x1, x2)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
@@ -178,7 +262,26 @@ def _moveaxis(x: Any, src: int, dst: int) -> Any:
 
 
 def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """``jnp.inner``: sums over the last axes of both operands."""
+    """Inner product of two arrays over their last axes.
+
+    Args:
+        a: First array.
+        b: Second array, with the same last-axis length.
+        precision: Optional `lax.Precision` (or pair) for the underlying dot or convolution.
+        preferred_element_type: Optional dtype to accumulate in and return.
+    Returns:
+        An array of shape `a.shape[:-1] + b.shape[:-1]`.
+
+    Examples:
+        >>> jnp.inner(jnp.array([1, 2, 3]), jnp.array([0, 1, 0]))
+        Array(2, dtype=int32)
+        >>> jnp.inner(jnp.eye(2), jnp.array([[1., 2.], [3., 4.]]))
+        Array([[1., 3.],
+               [2., 4.]], dtype=float32)
+
+    See also:
+        `dot`, `outer`.
+    """
     prec = _precision("inner", precision)
     if not shape_of(a) or not shape_of(b):
         return _scalar_product(*_promote("inner", a, b))
@@ -191,7 +294,25 @@ def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any 
 
 
 def outer(a: Any, b: Any, out: None = None) -> Any:
-    """``jnp.outer``: ``ravel(a)[:, None] * ravel(b)[None, :]``."""
+    """Outer product of two vectors.
+
+    The inputs are flattened: the result is `ravel(a)[:, None] * ravel(b)[None, :]`.
+
+    Args:
+        a: First array.
+        b: Second array.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+    Returns:
+        A 2-D array of shape `(a.size, b.size)`.
+
+    Examples:
+        >>> jnp.outer(jnp.array([1, 2]), jnp.array([1, 10, 100]))
+        Array([[  1,  10, 100],
+               [  2,  20, 200]], dtype=int32)
+
+    See also:
+        `inner`, `kron`, `ufunc.outer`.
+    """
     if out is not None:
         raise NotImplementedError("outer: the out argument is not supported")
     x, y = _promote("outer", a, b)
@@ -208,8 +329,31 @@ def _axes_list(name: str, axes: Any, ndim: int) -> tuple[int, ...]:
 
 def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None,
               out_sharding: Any = None) -> Any:
-    """``jnp.tensordot``: ``axes`` is a count (last of ``a`` with first of ``b``) or a pair of axis lists;
-    ``out_sharding`` lays the result out (as ``einsum``'s)."""
+    """Tensor dot product over chosen axes.
+
+    `axes` is a count (the last `axes` axes of `a` with the first of `b`) or a pair of axis lists.
+    `out_sharding` lays the result out, as `einsum`'s does.
+
+    Args:
+        a: First array.
+        b: Second array.
+        axes: An int, or a pair of sequences of axes to contract.
+        precision: Optional `lax.Precision` (or pair) for the underlying dot or convolution.
+        preferred_element_type: Optional dtype to accumulate in and return.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        The remaining axes of `a` followed by those of `b`.
+
+    Examples:
+        >>> a = jnp.ones((2, 3, 4))
+        >>> jnp.tensordot(a, jnp.ones((3, 4, 5))).shape
+        (2, 5)
+        >>> jnp.tensordot(a, jnp.ones((4, 2)), axes=([0, 2], [1, 0])).shape
+        (3,)
+
+    See also:
+        `dot`, `einsum`.
+    """
     if out_sharding is not None:
         from ftrans.lax._sharding import with_out_sharding
 
@@ -246,7 +390,24 @@ def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred
 
 
 def kron(a: Any, b: Any) -> Any:
-    """``jnp.kron``: the Kronecker product, by interleaving axes and broadcasting a multiply."""
+    """Kronecker product of two arrays.
+
+    Computed by interleaving axes and broadcasting a multiply.
+
+    Args:
+        a: First array.
+        b: Second array.
+    Returns:
+        An array whose blocks are `a[i, j] * b`.
+
+    Examples:
+        >>> jnp.kron(jnp.array([[1, 2], [3, 4]]), jnp.array([[1, 1]]))
+        Array([[1, 1, 2, 2],
+               [3, 3, 4, 4]], dtype=int32)
+
+    See also:
+        `outer`.
+    """
     x, y = _promote("kron", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     nd = max(len(xs), len(ys))
@@ -277,7 +438,28 @@ def _diagonal_last2(x: Any, offset: int) -> Any:
 
 
 def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
-    """``jnp.diagonal``: the diagonal of axes ``axis1``/``axis2``, as the last axis of the result."""
+    """Return the specified diagonal of an array.
+
+    For more than two dimensions the diagonal of axes `axis1`/`axis2` becomes the last axis of the result.
+
+    Args:
+        a: Array with at least 2 dimensions.
+        offset: Diagonal offset: positive above the main diagonal, negative below.
+        axis1: First axis of the 2-D planes.
+        axis2: Second axis of the 2-D planes.
+    Returns:
+        An array of `a`'s dtype holding the diagonal(s).
+
+    Examples:
+        >>> x = jnp.arange(9).reshape(3, 3)
+        >>> jnp.diagonal(x)
+        Array([0, 4, 8], dtype=int32)
+        >>> jnp.diagonal(x, offset=1)
+        Array([1, 5], dtype=int32)
+
+    See also:
+        `diag`, `trace`.
+    """
     check_arraylike("diagonal", a)
     x = as_operand(a)
     nd = len(shape_of(x))
@@ -297,7 +479,29 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
 
 
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Any:
-    """``jnp.trace``: the sum of ``diagonal``; small integers sum in the default int type."""
+    """Sum along a diagonal of an array.
+
+    It is the sum of `diagonal`; small integers sum in the default int type.
+
+    Args:
+        a: Array with at least 2 dimensions.
+        offset: Diagonal offset: positive above the main diagonal, negative below.
+        axis1: First axis of the 2-D planes.
+        axis2: Second axis of the 2-D planes.
+        dtype: Optional dtype to sum in.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+    Returns:
+        The sums, with `axis1` and `axis2` removed.
+
+    Examples:
+        >>> jnp.trace(jnp.arange(9).reshape(3, 3))
+        Array(12, dtype=int32)
+        >>> jnp.trace(jnp.ones((2, 2, 3)), axis1=0, axis2=1)
+        Array([2., 2., 2.], dtype=float32)
+
+    See also:
+        `diagonal`.
+    """
     from ftrans.numpy._reductions import sum as _sum
 
     if out is not None:
@@ -478,8 +682,38 @@ def _letter(i: Any) -> str:
 def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any = "auto",
            precision: Any = None, preferred_element_type: Any = None, _dot_general: Any = None,
            out_sharding: Any = None) -> Any:
-    """``jnp.einsum``: subscripts string (with ``...`` and implicit output) or interleaved sublists;
-    ``out_sharding`` lays the result out (its sharding type over Explicit mesh axes)."""
+    """Einstein summation over the operands' axes.
+
+    The subscripts are a string (with `...` for broadcast axes and an implicit output when `->` is absent) or
+    interleaved sublists. The contraction order comes from opt_einsum when `optimize` asks for it.
+    `out_sharding` lays the result out (its sharding type over Explicit mesh axes).
+
+    Args:
+        subscripts: The subscripts string, e.g. `"ij,jk->ik"` (or the first operand in the sublist form).
+        *operands: The arrays.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        optimize: Contraction-order strategy (`"auto"`, `"greedy"`, `"optimal"`, True/False, or a path).
+        precision: Optional `lax.Precision` (or pair) for the underlying dot or convolution.
+        preferred_element_type: Optional dtype to accumulate in and return.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        The contracted array, in the promoted dtype.
+
+    Examples:
+        >>> a = jnp.array([[1, 2], [3, 4]])
+        >>> jnp.einsum("ij,jk->ik", a, a)
+        Array([[ 7, 10],
+               [15, 22]], dtype=int32)
+        >>> jnp.einsum("ii", a)
+        Array(5, dtype=int32)
+        >>> jnp.einsum("ij->j", a)
+        Array([4, 6], dtype=int32)
+        >>> jnp.einsum("bi,bi->b", a, a)
+        Array([ 5, 25], dtype=int32)
+
+    See also:
+        `einsum_path`, `tensordot`, `matmul`.
+    """
     if out_sharding is not None:
         from ftrans.lax._sharding import with_out_sharding
 

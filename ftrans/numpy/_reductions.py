@@ -290,7 +290,40 @@ def _fast_mean(v: np.ndarray) -> Array:
 # ---------------------------------------------------------------- sum, prod, max, min, all, any
 def sum(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,  # noqa: A001
         initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
-    """``jnp.sum``: small ints and bools sum in the default int type; f16/bf16 accumulate in f32."""
+    """Sum of array elements over the given axes.
+
+    Unlike NumPy's platform-dependent rules, small integers and bools are summed in the default int type
+    (int32 unless x64 is on) when `promote_integers` is True, and float16/bfloat16 accumulate in float32
+    before being cast back.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to accumulate in and return.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+        promote_integers: If True (the default), integer and bool inputs narrower than the default int are
+            summed in it.
+    Returns:
+        An array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1, 2, 3], [4, 5, 6]])
+        >>> jnp.sum(x)
+        Array(21, dtype=int32)
+        >>> jnp.sum(x, axis=0)
+        Array([5, 7, 9], dtype=int32)
+        >>> jnp.sum(x, axis=1, keepdims=True)
+        Array([[ 6],
+               [15]], dtype=int32)
+        >>> jnp.sum(x, where=x > 2)
+        Array(18, dtype=int32)
+
+    See also:
+        `nansum`, `cumsum`, `mean`, `prod`.
+    """
     if (axis is None and dtype is None and out is None and keepdims is False and initial is None
             and where is None and promote_integers is True):
         v = _fast_operand(a)
@@ -304,7 +337,35 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims:
 
 def prod(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,
          initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
-    """``jnp.prod``, with the same dtype rules as ``sum``."""
+    """Product of array elements over the given axes.
+
+    The dtype rules are those of `sum`: small integers and bools multiply in the default int type when
+    `promote_integers` is True.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to accumulate in and return.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+        promote_integers: If True (the default), integer and bool inputs narrower than the default int use it.
+    Returns:
+        An array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1, 2], [3, 4]])
+        >>> jnp.prod(x)
+        Array(24, dtype=int32)
+        >>> jnp.prod(x, axis=1)
+        Array([ 2, 12], dtype=int32)
+        >>> jnp.prod(jnp.array([]), initial=5.0)
+        Array(5., dtype=float32)
+
+    See also:
+        `nanprod`, `cumprod`, `sum`.
+    """
     _no_out("prod", out)
     return _reduction("prod", a, R.reduce_prod_p, 1, bool_prim=R.reduce_and_p, preproc=_cast_to_numeric,
                       upcast_f16=dtype is None, axis=axis, dtype=dtype, keepdims=keepdims,
@@ -313,7 +374,32 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims
 
 def max(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # noqa: A001
         initial: Any = None, where: Any = None) -> Any:
-    """``jnp.max``: NaN propagates; an empty reduction needs ``initial``."""
+    """Maximum of array elements over the given axes.
+
+    NaN propagates. An empty reduction needs `initial`, since there is no identity to return.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        An array of `a`'s dtype with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1, 5, 3], [4, 2, 6]])
+        >>> jnp.max(x)
+        Array(6, dtype=int32)
+        >>> jnp.max(x, axis=0)
+        Array([4, 5, 6], dtype=int32)
+        >>> jnp.max(x, axis=1, where=x < 5, initial=0)
+        Array([3, 4], dtype=int32)
+
+    See also:
+        `maximum` (elementwise), `argmax`, `nanmax`, `min`.
+    """
     if axis is None and out is None and keepdims is False and initial is None and where is None:
         v = _fast_operand(a)
         if v is not None and (r := _fast_extremum(v, np.maximum)) is not None:
@@ -325,7 +411,32 @@ def max(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # n
 
 def min(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # noqa: A001
         initial: Any = None, where: Any = None) -> Any:
-    """``jnp.min``: NaN propagates; an empty reduction needs ``initial``."""
+    """Minimum of array elements over the given axes.
+
+    NaN propagates. An empty reduction needs `initial`, since there is no identity to return.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        An array of `a`'s dtype with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1, 5, 3], [4, 2, 6]])
+        >>> jnp.min(x)
+        Array(1, dtype=int32)
+        >>> jnp.min(x, axis=1)
+        Array([1, 2], dtype=int32)
+        >>> jnp.min(x, axis=0, keepdims=True)
+        Array([[1, 2, 3]], dtype=int32)
+
+    See also:
+        `minimum` (elementwise), `argmin`, `nanmin`, `max`.
+    """
     if axis is None and out is None and keepdims is False and initial is None and where is None:
         v = _fast_operand(a)
         if v is not None and (r := _fast_extremum(v, np.minimum)) is not None:
@@ -337,21 +448,101 @@ def min(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # n
 
 def amax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
          initial: Any = None, where: Any = None) -> Any:
+    """Alias of `ftrans.numpy.max`.
+
+    Same arguments and result as `max`.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        The maximum over the given axes (see `max`).
+
+    Examples:
+        >>> jnp.amax(jnp.array([3, 1, 2]))
+        Array(3, dtype=int32)
+    """
     return max(a, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
 
 
 def amin(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
          initial: Any = None, where: Any = None) -> Any:
+    """Alias of `ftrans.numpy.min`.
+
+    Same arguments and result as `min`.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        The minimum over the given axes (see `min`).
+
+    Examples:
+        >>> jnp.amin(jnp.array([3, 1, 2]))
+        Array(1, dtype=int32)
+    """
     return min(a, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
 
 
 def all(a: Any, axis: Any = None, out: None = None, keepdims: bool = False, *, where: Any = None) -> Any:  # noqa: A001
+    """Test whether every element along the given axes is true.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        where: Optional boolean mask: elements where it is False count as true.
+    Returns:
+        A bool array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[True, False], [True, True]])
+        >>> jnp.all(x)
+        Array(False, dtype=bool)
+        >>> jnp.all(x, axis=0)
+        Array([ True, False], dtype=bool)
+        >>> jnp.all(jnp.array([1, 2, 0]) > -1)
+        Array(True, dtype=bool)
+
+    See also:
+        `any`.
+    """
     _no_out("all", out)
     return _reduction("all", a, R.reduce_and_p, True, preproc=_cast_to_bool, axis=axis,
                       keepdims=keepdims, where=where, combine=E.and_p)
 
 
 def any(a: Any, axis: Any = None, out: None = None, keepdims: bool = False, *, where: Any = None) -> Any:  # noqa: A001
+    """Test whether any element along the given axes is true.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        where: Optional boolean mask: elements where it is False count as false.
+    Returns:
+        A bool array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[True, False], [False, False]])
+        >>> jnp.any(x)
+        Array(True, dtype=bool)
+        >>> jnp.any(x, axis=1)
+        Array([ True, False], dtype=bool)
+
+    See also:
+        `all`.
+    """
     _no_out("any", out)
     return _reduction("any", a, R.reduce_or_p, False, preproc=_cast_to_bool, axis=axis,
                       keepdims=keepdims, where=where, combine=E.or_p)
@@ -379,7 +570,33 @@ def _div(x: Any, y: Any) -> Any:
 
 def mean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False, *,
          where: Any = None) -> Any:
-    """``jnp.mean``: integers and bools average to the default float type."""
+    """Arithmetic mean over the given axes.
+
+    Integer and bool inputs average in the default float type (float32 unless x64 is on), not float64 as in
+    NumPy.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to compute and return the mean in.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        An array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1, 2], [3, 5]])
+        >>> jnp.mean(x)
+        Array(2.75, dtype=float32)
+        >>> jnp.mean(x, axis=0)
+        Array([2. , 3.5], dtype=float32)
+        >>> jnp.mean(x, axis=1, where=x > 1)
+        Array([2., 4.], dtype=float32)
+
+    See also:
+        `average` (weighted), `nanmean`, `median`.
+    """
     if axis is None and dtype is None and out is None and keepdims is False and where is None:
         v = _fast_operand(a)
         if v is not None:
@@ -439,7 +656,35 @@ def _sub_bcast(x: Any, m: Any) -> Any:
 @outputs_checked
 def var(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
         keepdims: bool = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Any:  # noqa: A002
-    """``jnp.var``: ``sum(|x - mean|**2) / (N - ddof)``; NaN where ``N - ddof <= 0``."""
+    """Variance over the given axes.
+
+    The variance is `sum(|x - mean|**2) / (N - ddof)`; it is NaN where `N - ddof <= 0`.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to compute and return the variance in.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        ddof: Delta degrees of freedom: the divisor is `N - ddof`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        where: Optional boolean mask: only elements where it is True take part.
+        mean: Optional precomputed mean (with `keepdims=True` shape) to use instead of computing it.
+        correction: Array-API name of `ddof` (give at most one of them).
+    Returns:
+        An array with the reduced axes removed (or kept with size 1 if `keepdims`); real for complex input.
+
+    Examples:
+        >>> x = jnp.array([[1., 2., 3.], [4., 6., 8.]])
+        >>> jnp.var(x)
+        Array(5.6666665, dtype=float32)
+        >>> jnp.var(x, axis=1)
+        Array([0.6666667, 2.6666667], dtype=float32)
+        >>> jnp.var(x, axis=1, ddof=1)
+        Array([1., 4.], dtype=float32)
+
+    See also:
+        `std`, `nanvar`, `mean`.
+    """
     _no_out("var", out)
     corr = _correction("var", ddof, correction)
     x = _operand("var", a)
@@ -466,7 +711,33 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int
 @outputs_checked
 def std(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
         keepdims: bool = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Any:  # noqa: A002
-    """``jnp.std``: the square root of ``var``."""
+    """Standard deviation over the given axes.
+
+    This is the square root of `var`, with the same arguments.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to compute and return the result in.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        ddof: Delta degrees of freedom: the divisor is `N - ddof`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        where: Optional boolean mask: only elements where it is True take part.
+        mean: Optional precomputed mean (with `keepdims=True` shape) to use instead of computing it.
+        correction: Array-API name of `ddof` (give at most one of them).
+    Returns:
+        An array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1., 2., 3.], [4., 6., 8.]])
+        >>> jnp.std(x)
+        Array(2.380476, dtype=float32)
+        >>> jnp.std(x, axis=1, ddof=1)
+        Array([1., 2.], dtype=float32)
+
+    See also:
+        `var`, `nanstd`.
+    """
     _no_out("std", out)
     user = _user_dtype(dtype, "std")
     if user is not None and not dtypes.is_inexact(user):
@@ -477,7 +748,28 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int
 
 
 def ptp(a: Any, axis: Any = None, out: None = None, keepdims: bool = False) -> Any:
-    """``jnp.ptp``: ``max - min`` (bool input is a TypeError, as in jax)."""
+    """Range (maximum minus minimum) of values over the given axes.
+
+    Bool input is a TypeError, as in JAX.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+    Returns:
+        An array of `a`'s dtype with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[4, 9, 2], [1, 1, 1]])
+        >>> jnp.ptp(x)
+        Array(8, dtype=int32)
+        >>> jnp.ptp(x, axis=1)
+        Array([7, 0], dtype=int32)
+
+    See also:
+        `max`, `min`.
+    """
     _no_out("ptp", out)
     x = _operand("ptp", a)
     if dtype_weak(x)[0] == dtypes.bool_:
@@ -486,7 +778,27 @@ def ptp(a: Any, axis: Any = None, out: None = None, keepdims: bool = False) -> A
 
 
 def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """``jnp.count_nonzero``: counts in the default int type."""
+    """Count the nonzero elements over the given axes.
+
+    The counts are in the default int type.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+    Returns:
+        An integer array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[0, 1, 7], [0, 0, 2]])
+        >>> jnp.count_nonzero(x)
+        Array(3, dtype=int32)
+        >>> jnp.count_nonzero(x, axis=1)
+        Array([2, 1], dtype=int32)
+
+    See also:
+        `nonzero`, `sum`.
+    """
     x = _operand("count_nonzero", a)
     d = dtype_weak(x)[0]
     nz = E.ne_p.bind(x, const(0, d))
@@ -513,13 +825,57 @@ def _arg_reduction(name: str, prim: Primitive, a: Any, axis: Any, keepdims: bool
 
 
 def argmax(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
-    """``jnp.argmax``: the first maximal index; NaN counts as maximal."""
+    """Index of the maximum value along an axis.
+
+    The first maximal index is returned; NaN counts as maximal.
+
+    Args:
+        a: Input array.
+        axis: Axis to search along; `None` (the default) searches the flattened array.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, the searched axis stays in the result with size 1.
+    Returns:
+        An array of default-int indices with `axis` removed (a scalar for `axis=None`).
+
+    Examples:
+        >>> x = jnp.array([[1, 7, 3], [9, 2, 9]])
+        >>> jnp.argmax(x)
+        Array(3, dtype=int32)
+        >>> jnp.argmax(x, axis=1)
+        Array([1, 0], dtype=int32)
+        >>> jnp.argmax(jnp.array([1.0, jnp.nan, 3.0]))
+        Array(1, dtype=int32)
+
+    See also:
+        `argmin`, `nanargmax`, `max`.
+    """
     _no_out("argmax", out)
     return _arg_reduction("argmax", R.argmax_p, a, axis, keepdims)
 
 
 def argmin(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
-    """``jnp.argmin``: the first minimal index; NaN counts as minimal."""
+    """Index of the minimum value along an axis.
+
+    The first minimal index is returned; NaN counts as minimal.
+
+    Args:
+        a: Input array.
+        axis: Axis to search along; `None` (the default) searches the flattened array.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, the searched axis stays in the result with size 1.
+    Returns:
+        An array of default-int indices with `axis` removed (a scalar for `axis=None`).
+
+    Examples:
+        >>> x = jnp.array([[4, 1, 3], [0, 2, 0]])
+        >>> jnp.argmin(x)
+        Array(3, dtype=int32)
+        >>> jnp.argmin(x, axis=0)
+        Array([1, 0, 1], dtype=int32)
+
+    See also:
+        `argmax`, `nanargmin`, `min`.
+    """
     _no_out("argmin", out)
     return _arg_reduction("argmin", R.argmin_p, a, axis, keepdims)
 
@@ -536,13 +892,51 @@ def _nanarg(name: str, fn: Callable, fill: float, a: Any, axis: Any, out: Any, k
 
 @outputs_checked
 def nanargmax(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
-    """``jnp.nanargmax``: NaNs are ignored; an all-NaN slice gives -1."""
+    """Index of the maximum along an axis, ignoring NaNs.
+
+    An all-NaN slice gives -1.
+
+    Args:
+        a: Input array.
+        axis: Axis to search along; `None` (the default) searches the flattened array.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, the searched axis stays in the result with size 1.
+    Returns:
+        An array of default-int indices with `axis` removed.
+
+    Examples:
+        >>> x = jnp.array([[jnp.nan, 2., 1.], [jnp.nan, jnp.nan, jnp.nan]])
+        >>> jnp.nanargmax(x, axis=1)
+        Array([ 1, -1], dtype=int32)
+
+    See also:
+        `argmax`, `nanmax`.
+    """
     return _nanarg("nanargmax", argmax, -np.inf, a, axis, out, keepdims)
 
 
 @outputs_checked
 def nanargmin(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
-    """``jnp.nanargmin``: NaNs are ignored; an all-NaN slice gives -1."""
+    """Index of the minimum along an axis, ignoring NaNs.
+
+    An all-NaN slice gives -1.
+
+    Args:
+        a: Input array.
+        axis: Axis to search along; `None` (the default) searches the flattened array.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, the searched axis stays in the result with size 1.
+    Returns:
+        An array of default-int indices with `axis` removed.
+
+    Examples:
+        >>> x = jnp.array([[jnp.nan, 2., 1.], [jnp.nan, jnp.nan, jnp.nan]])
+        >>> jnp.nanargmin(x, axis=1)
+        Array([ 2, -1], dtype=int32)
+
+    See also:
+        `argmin`, `nanmin`.
+    """
     return _nanarg("nanargmin", argmin, np.inf, a, axis, out, keepdims)
 
 
@@ -583,23 +977,100 @@ def _cumulative(name: str, prim: Primitive, a: Any, axis: Any, dtype: Any, out: 
 
 
 def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
-    """``jnp.cumsum`` (``axis=None`` flattens; bools count in the default int type)."""
+    """Cumulative sum of elements along an axis.
+
+    `axis=None` flattens the input first. Bools count in the default int type.
+
+    Args:
+        a: Input array.
+        axis: Axis to accumulate along; `None` (the default) flattens first.
+        dtype: Optional dtype to accumulate in and return.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+    Returns:
+        An array of `a`'s shape (1-D for `axis=None`) holding the running sums.
+
+    Examples:
+        >>> x = jnp.array([[1, 2, 3], [4, 5, 6]])
+        >>> jnp.cumsum(x)
+        Array([ 1,  3,  6, 10, 15, 21], dtype=int32)
+        >>> jnp.cumsum(x, axis=1)
+        Array([[ 1,  3,  6],
+               [ 4,  9, 15]], dtype=int32)
+
+    See also:
+        `cumulative_sum`, `nancumsum`, `sum`.
+    """
     return _cumulative("cumsum", So.cumsum_p, a, axis, dtype, out)
 
 
 def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
+    """Cumulative product of elements along an axis.
+
+    `axis=None` flattens the input first. Bools count in the default int type.
+
+    Args:
+        a: Input array.
+        axis: Axis to accumulate along; `None` (the default) flattens first.
+        dtype: Optional dtype to accumulate in and return.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+    Returns:
+        An array of `a`'s shape (1-D for `axis=None`) holding the running products.
+
+    Examples:
+        >>> x = jnp.array([[1, 2, 3], [4, 5, 6]])
+        >>> jnp.cumprod(x, axis=1)
+        Array([[  1,   2,   6],
+               [  4,  20, 120]], dtype=int32)
+        >>> jnp.cumprod(jnp.array([1.0, 2.0, 0.5, 4.0]))
+        Array([1., 2., 1., 4.], dtype=float32)
+
+    See also:
+        `cumulative_prod`, `nancumprod`, `prod`.
+    """
     return _cumulative("cumprod", So.cumprod_p, a, axis, dtype, out)
 
 
 @outputs_checked
 def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
-    """``jnp.nancumsum``: NaNs count as zero."""
+    """Cumulative sum along an axis, treating NaNs as zero.
+
+    Args:
+        a: Input array.
+        axis: Axis to accumulate along; `None` (the default) flattens first.
+        dtype: Optional dtype to accumulate in and return.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+    Returns:
+        An array of running sums with `a`'s shape (1-D for `axis=None`).
+
+    Examples:
+        >>> jnp.nancumsum(jnp.array([1., jnp.nan, 2., 3.]))
+        Array([1., 1., 3., 6.], dtype=float32)
+
+    See also:
+        `cumsum`.
+    """
     return _cumulative("nancumsum", So.cumsum_p, a, axis, dtype, out, fill_nan=True, fill_value=0)
 
 
 @outputs_checked
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
-    """``jnp.nancumprod``: NaNs count as one."""
+    """Cumulative product along an axis, treating NaNs as one.
+
+    Args:
+        a: Input array.
+        axis: Axis to accumulate along; `None` (the default) flattens first.
+        dtype: Optional dtype to accumulate in and return.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+    Returns:
+        An array of running products with `a`'s shape (1-D for `axis=None`).
+
+    Examples:
+        >>> jnp.nancumprod(jnp.array([1., jnp.nan, 2., 3.]))
+        Array([1., 1., 2., 6.], dtype=float32)
+
+    See also:
+        `cumprod`.
+    """
     return _cumulative("nancumprod", So.cumprod_p, a, axis, dtype, out, fill_nan=True, fill_value=1)
 
 
@@ -626,11 +1097,59 @@ def _cumulative_api(name: str, prim: Primitive, identity: int, x: Any, axis: Any
 
 
 def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
-    """``jnp.cumulative_sum`` (array API): small integers are promoted, unlike ``cumsum``."""
+    """Cumulative sum along an axis (the array-API version of `cumsum`).
+
+    Unlike `cumsum`, small integers are promoted to the default int type, and `include_initial` can prepend
+    the zero the sums start from.
+
+    Args:
+        x: Input array.
+        axis: Axis to accumulate along; it may be omitted only for 1-D input.
+        dtype: Optional dtype to accumulate in and return.
+        include_initial: If True, the result starts with 0 and is one longer along `axis`.
+    Returns:
+        An array of running sums with `x`'s shape (one longer along `axis` with `include_initial`).
+
+    Examples:
+        >>> x = jnp.array([1, 2, 3, 4])
+        >>> jnp.cumulative_sum(x)
+        Array([ 1,  3,  6, 10], dtype=int32)
+        >>> jnp.cumulative_sum(x, include_initial=True)
+        Array([ 0,  1,  3,  6, 10], dtype=int32)
+        >>> jnp.cumulative_sum(jnp.array([[1, 2], [3, 4]]), axis=0)
+        Array([[1, 2],
+               [4, 6]], dtype=int32)
+
+    See also:
+        `cumsum`.
+    """
     return _cumulative_api("cumulative_sum", So.cumsum_p, 0, x, axis, dtype, include_initial)
 
 
 def cumulative_prod(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+    """Cumulative product along an axis (the array-API version of `cumprod`).
+
+    Small integers are promoted to the default int type, and `include_initial` can prepend the one the
+    products start from.
+
+    Args:
+        x: Input array.
+        axis: Axis to accumulate along; it may be omitted only for 1-D input.
+        dtype: Optional dtype to accumulate in and return.
+        include_initial: If True, the result starts with 1 and is one longer along `axis`.
+    Returns:
+        An array of running products with `x`'s shape (one longer along `axis` with `include_initial`).
+
+    Examples:
+        >>> x = jnp.array([1, 2, 3, 4])
+        >>> jnp.cumulative_prod(x)
+        Array([ 1,  2,  6, 24], dtype=int32)
+        >>> jnp.cumulative_prod(x, include_initial=True)
+        Array([ 1,  1,  2,  6, 24], dtype=int32)
+
+    See also:
+        `cumprod`.
+    """
     return _cumulative_api("cumulative_prod", So.cumprod_p, 1, x, axis, dtype, include_initial)
 
 
@@ -659,7 +1178,30 @@ def _take_last(x: Any, i: int) -> Any:
 @outputs_checked
 def median(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
            keepdims: bool = False) -> Any:
-    """``jnp.median``: the midpoint of the two middle sorted values; any NaN gives NaN."""
+    """Median over the given axes.
+
+    The median is the midpoint of the two middle sorted values for an even count; any NaN in a slice gives
+    NaN.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+    Returns:
+        An array of inexact dtype with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[3, 1, 2], [4, 8, 6]])
+        >>> jnp.median(x)
+        Array(3.5, dtype=float32)
+        >>> jnp.median(x, axis=1)
+        Array([2., 6.], dtype=float32)
+
+    See also:
+        `nanmedian`, `quantile`, `percentile`, `mean`.
+    """
     _no_out("median", out)
     x = _operand("median", a)
     d = dtype_weak(x)[0]
@@ -686,7 +1228,30 @@ def median(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = F
 
 def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False,
             keepdims: bool = False) -> Any:
-    """``jnp.average``: the (weighted) mean; ``returned=True`` also gives the sum of weights."""
+    """Weighted average over the given axes.
+
+    Args:
+        a: Input array.
+        axis: Axis or axes to average over; `None` (the default) averages over all of them.
+        weights: Optional weights, of `a`'s shape or 1-D along a single `axis`; the default is equal weights.
+        returned: If True, also return the sum of the weights.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+    Returns:
+        The average, of inexact dtype, with the reduced axes removed (or kept if `keepdims`); with `returned`,
+        the pair `(average, sum_of_weights)`.
+
+    Examples:
+        >>> x = jnp.array([1., 2., 3., 4.])
+        >>> jnp.average(x)
+        Array(2.5, dtype=float32)
+        >>> jnp.average(x, weights=jnp.array([4., 3., 2., 1.]))
+        Array(2., dtype=float32)
+        >>> jnp.average(x, weights=jnp.array([1., 1., 0., 0.]), returned=True)
+        (Array(1.5, dtype=float32), Array(2., dtype=float32))
+
+    See also:
+        `mean`.
+    """
     from ftrans.core.operands import promote_dtypes
 
     x = _operand("average", a)
@@ -744,12 +1309,60 @@ def _nan_reduction(name: str, fn: Callable, init: Any, nan_if_all_nan: bool, a: 
 
 def nansum(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,
            initial: Any = None, where: Any = None) -> Any:
+    """Sum over the given axes, treating NaNs as zero.
+
+    The dtype rules are those of `sum`.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to accumulate in and return.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        An array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1., jnp.nan], [3., 4.]])
+        >>> jnp.nansum(x)
+        Array(8., dtype=float32)
+        >>> jnp.nansum(x, axis=1)
+        Array([1., 7.], dtype=float32)
+
+    See also:
+        `sum`, `nanmean`.
+    """
     _no_out("nansum", out)
     return _nan_reduction("nansum", sum, 0, False, a, axis, keepdims, where, dtype=dtype, initial=initial)
 
 
 def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,
             initial: Any = None, where: Any = None) -> Any:
+    """Product over the given axes, treating NaNs as one.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to accumulate in and return.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        An array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[2., jnp.nan], [3., 4.]])
+        >>> jnp.nanprod(x)
+        Array(24., dtype=float32)
+        >>> jnp.nanprod(x, axis=0)
+        Array([6., 4.], dtype=float32)
+
+    See also:
+        `prod`, `nansum`.
+    """
     _no_out("nanprod", out)
     return _nan_reduction("nanprod", prod, 1, False, a, axis, keepdims, where, dtype=dtype, initial=initial)
 
@@ -757,7 +1370,30 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepd
 @outputs_checked
 def nanmax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
            initial: Any = None, where: Any = None) -> Any:
-    """``jnp.nanmax``: NaNs ignored; an all-NaN slice gives NaN."""
+    """Maximum over the given axes, ignoring NaNs.
+
+    An all-NaN slice gives NaN.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        An array of `a`'s dtype with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1., jnp.nan, 3.], [jnp.nan, jnp.nan, jnp.nan]])
+        >>> jnp.nanmax(x)
+        Array(3., dtype=float32)
+        >>> jnp.nanmax(x, axis=1)
+        Array([ 3., nan], dtype=float32)
+
+    See also:
+        `max`, `nanargmax`, `nanmin`.
+    """
     _no_out("nanmax", out)
     return _nan_reduction("nanmax", max, -np.inf, initial is None, a, axis, keepdims, where, initial=initial)
 
@@ -765,14 +1401,60 @@ def nanmax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
 @outputs_checked
 def nanmin(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
            initial: Any = None, where: Any = None) -> Any:
-    """``jnp.nanmin``: NaNs ignored; an all-NaN slice gives NaN."""
+    """Minimum over the given axes, ignoring NaNs.
+
+    An all-NaN slice gives NaN.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        An array of `a`'s dtype with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1., jnp.nan, 3.], [jnp.nan, jnp.nan, jnp.nan]])
+        >>> jnp.nanmin(x)
+        Array(1., dtype=float32)
+        >>> jnp.nanmin(x, axis=1)
+        Array([ 1., nan], dtype=float32)
+
+    See also:
+        `min`, `nanargmin`, `nanmax`.
+    """
     _no_out("nanmin", out)
     return _nan_reduction("nanmin", min, np.inf, initial is None, a, axis, keepdims, where, initial=initial)
 
 
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,
             where: Any = None) -> Any:
-    """``jnp.nanmean``: the mean of the non-NaN elements (NaN when there are none)."""
+    """Mean over the given axes, ignoring NaNs.
+
+    A slice with no non-NaN element gives NaN.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to compute and return the mean in.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        where: Optional boolean mask: only elements where it is True take part.
+    Returns:
+        An array of inexact dtype with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1., jnp.nan, 3.], [4., 5., 6.]])
+        >>> jnp.nanmean(x)
+        Array(3.8, dtype=float32)
+        >>> jnp.nanmean(x, axis=1)
+        Array([2., 5.], dtype=float32)
+
+    See also:
+        `mean`, `nansum`.
+    """
     _no_out("nanmean", out)
     x = _operand("nanmean", a)
     if where is not None:
@@ -790,7 +1472,32 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepd
 @outputs_checked
 def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
            keepdims: bool = False, where: Any = None, mean: Any = None) -> Any:  # noqa: A002
-    """``jnp.nanvar``: the variance of the non-NaN elements."""
+    """Variance over the given axes, ignoring NaNs.
+
+    The divisor is the count of non-NaN elements minus `ddof`.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to compute and return the variance in.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        ddof: Delta degrees of freedom.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        where: Optional boolean mask: only elements where it is True take part.
+        mean: Optional precomputed mean (with `keepdims=True` shape) to use instead of computing it.
+    Returns:
+        An array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([1., jnp.nan, 3., 5.])
+        >>> jnp.nanvar(x)
+        Array(2.6666667, dtype=float32)
+        >>> jnp.nanvar(x, ddof=1)
+        Array(4., dtype=float32)
+
+    See also:
+        `var`, `nanstd`.
+    """
     _no_out("nanvar", out)
     x = _operand("nanvar", a)
     if where is not None:
@@ -817,6 +1524,30 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: 
 @outputs_checked
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
            keepdims: bool = False, where: Any = None, mean: Any = None) -> Any:  # noqa: A002
+    """Standard deviation over the given axes, ignoring NaNs.
+
+    This is the square root of `nanvar`.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        dtype: Optional dtype to compute and return the result in.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        ddof: Delta degrees of freedom.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        where: Optional boolean mask: only elements where it is True take part.
+        mean: Optional precomputed mean (with `keepdims=True` shape) to use instead of computing it.
+    Returns:
+        An array with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([1., jnp.nan, 3., 5.])
+        >>> jnp.nanstd(x)
+        Array(1.6329932, dtype=float32)
+
+    See also:
+        `std`, `nanvar`.
+    """
     _no_out("nanstd", out)
     if where is not None:
         where = _where_operand("nanstd", where)

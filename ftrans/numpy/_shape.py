@@ -228,8 +228,37 @@ def _compute_newshape(name: str, old: tuple[int, ...], newshape: Any) -> tuple[i
 
 def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None,
             out_sharding: Any = None) -> Any:
-    """``jnp.reshape``: C order, or ``order='F'`` done as transposes around a C reshape; ``out_sharding``
-    lays the result out (its sharding type over Explicit mesh axes)."""
+    """Give an array a new shape without changing its data.
+
+    `order='F'` is done as transposes around a row-major reshape. `out_sharding` lays the result out (its
+    sharding type over Explicit mesh axes). The shape must be static; one entry may be -1, to be inferred.
+
+    Args:
+        a: Input array.
+        shape: The new shape: an int or a tuple of ints, one of which may be -1.
+        order: `'C'` (row-major, the default) or `'F'` (column-major) reading and writing order.
+        newshape: Deprecated name of `shape`.
+        copy: Accepted for NumPy compatibility (arrays are immutable).
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array with the data of `a` in the new shape, of `a`'s dtype.
+
+    Examples:
+        >>> x = jnp.arange(6)
+        >>> jnp.reshape(x, (2, 3))
+        Array([[0, 1, 2],
+               [3, 4, 5]], dtype=int32)
+        >>> jnp.reshape(x, (3, -1))
+        Array([[0, 1],
+               [2, 3],
+               [4, 5]], dtype=int32)
+        >>> jnp.reshape(x, (2, 3), order="F")
+        Array([[0, 2, 4],
+               [1, 3, 5]], dtype=int32)
+
+    See also:
+        `ravel`, `Array.reshape`, `expand_dims`, `squeeze`.
+    """
     if shape is None:
         shape = newshape
     if shape is None:
@@ -261,7 +290,27 @@ def _method_reshape(a: Any, *args: Any, order: str = "C", **kw: Any) -> Any:
 
 
 def ravel(a: Any, order: str = "C", *, out_sharding: Any = None) -> Any:
-    """``jnp.ravel``: the flattened array (C or F order); ``out_sharding`` lays it out (as ``reshape``'s)."""
+    """Return the elements of an array as a 1-D array.
+
+    `out_sharding` lays the result out, as `reshape`'s does.
+
+    Args:
+        a: Input array.
+        order: `'C'` (row-major, the default) or `'F'` (column-major).
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        A 1-D array of `a.size` elements, of `a`'s dtype.
+
+    Examples:
+        >>> x = jnp.array([[1, 2], [3, 4]])
+        >>> jnp.ravel(x)
+        Array([1, 2, 3, 4], dtype=int32)
+        >>> jnp.ravel(x, order="F")
+        Array([1, 3, 2, 4], dtype=int32)
+
+    See also:
+        `reshape`, `Array.flatten`.
+    """
     x = _operand("ravel", a)
     if order not in ("C", "F"):
         raise NotImplementedError(f"ravel: order={order!r} is not supported (use 'C' or 'F')")
@@ -274,7 +323,28 @@ def _method_flatten(a: Any, order: str = "C") -> Any:
 
 
 def transpose(a: Any, axes: Any = None) -> Any:
-    """``jnp.transpose``: reverse the axes, or permute them by ``axes`` (negative axes allowed)."""
+    """Permute the axes of an array (reverse them by default).
+
+    Negative axes are allowed. Like all ftrans arrays, the result is a new array, not a view.
+
+    Args:
+        a: Input array.
+        axes: Optional permutation of `range(a.ndim)`; by default the axes are reversed.
+    Returns:
+        An array with the permuted shape, of `a`'s dtype.
+
+    Examples:
+        >>> x = jnp.arange(6).reshape(2, 3)
+        >>> jnp.transpose(x)
+        Array([[0, 3],
+               [1, 4],
+               [2, 5]], dtype=int32)
+        >>> jnp.transpose(jnp.ones((2, 3, 4)), (1, 0, 2)).shape
+        (3, 2, 4)
+
+    See also:
+        `permute_dims`, `swapaxes`, `moveaxis`, `matrix_transpose`.
+    """
     x = _operand("transpose", a)
     nd = len(_shp(x))
     if axes is None:
@@ -305,12 +375,42 @@ def _method_transpose(a: Any, *args: Any) -> Any:
 
 
 def permute_dims(a: Any, /, axes: tuple[int, ...]) -> Any:
-    """``jnp.permute_dims`` (the array-API name of ``transpose``)."""
+    """Permute the axes of an array (the array-API name of `transpose`).
+
+    Args:
+        a: Input array.
+        axes: A permutation of `range(a.ndim)`.
+    Returns:
+        An array with the permuted shape, of `a`'s dtype.
+
+    Examples:
+        >>> jnp.permute_dims(jnp.ones((2, 3, 4)), (2, 0, 1)).shape
+        (4, 2, 3)
+
+    See also:
+        `transpose`.
+    """
     return transpose(a, axes)
 
 
 def matrix_transpose(x: Any, /) -> Any:
-    """``jnp.matrix_transpose``: swap the last two axes."""
+    """Swap the last two axes of an array (a stack of matrices).
+
+    Args:
+        x: Array with at least 2 dimensions.
+    Returns:
+        An array of `x`'s dtype whose last two axes are exchanged.
+
+    Examples:
+        >>> x = jnp.arange(6).reshape(1, 2, 3)
+        >>> jnp.matrix_transpose(x)
+        Array([[[0, 3],
+                [1, 4],
+                [2, 5]]], dtype=int32)
+
+    See also:
+        `transpose`, `swapaxes`.
+    """
     xx = _operand("matrix_transpose", x)
     if len(_shp(xx)) < 2:
         raise FtransValueError(f"matrix_transpose: needs at least 2 dimensions, got shape {_shp(xx)}")
@@ -318,7 +418,22 @@ def matrix_transpose(x: Any, /) -> Any:
 
 
 def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
-    """``jnp.swapaxes``: exchange two axes."""
+    """Exchange two axes of an array.
+
+    Args:
+        a: Input array.
+        axis1: First axis.
+        axis2: Second axis.
+    Returns:
+        An array of `a`'s dtype with `axis1` and `axis2` exchanged.
+
+    Examples:
+        >>> jnp.swapaxes(jnp.ones((2, 3, 4)), 0, 2).shape
+        (4, 3, 2)
+
+    See also:
+        `moveaxis`, `transpose`.
+    """
     x = _operand("swapaxes", a)
     nd = len(_shp(x))
     i = canonicalize_axis("swapaxes", _static_int("swapaxes", "axis1", axis1), nd)
@@ -329,7 +444,25 @@ def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
 
 
 def moveaxis(a: Any, source: Any, destination: Any) -> Any:
-    """``jnp.moveaxis``: move axes to new positions, keeping the others in order."""
+    """Move axes of an array to new positions, keeping the others in their order.
+
+    Args:
+        a: Input array.
+        source: Axis or sequence of axes to move.
+        destination: Their positions in the result (as many as `source`).
+    Returns:
+        An array of `a`'s dtype with the axes moved.
+
+    Examples:
+        >>> x = jnp.ones((2, 3, 4))
+        >>> jnp.moveaxis(x, 0, -1).shape
+        (3, 4, 2)
+        >>> jnp.moveaxis(x, [0, 1], [2, 0]).shape
+        (3, 4, 2)
+
+    See also:
+        `rollaxis`, `swapaxes`, `transpose`.
+    """
     x = _operand("moveaxis", a)
     nd = len(_shp(x))
     src = _axis_seq(source)
@@ -347,7 +480,26 @@ def moveaxis(a: Any, source: Any, destination: Any) -> Any:
 
 
 def expand_dims(a: Any, axis: Any) -> Any:
-    """``jnp.expand_dims``: insert size-1 axes at the given positions of the result."""
+    """Insert size-1 axes into the shape of an array.
+
+    The axes are positions in the result.
+
+    Args:
+        a: Input array.
+        axis: Position or tuple of positions (in the result) of the new axes.
+    Returns:
+        An array of `a`'s dtype with `a.ndim + len(axis)` dimensions.
+
+    Examples:
+        >>> x = jnp.array([1, 2, 3])
+        >>> jnp.expand_dims(x, 0)
+        Array([[1, 2, 3]], dtype=int32)
+        >>> jnp.expand_dims(x, (0, 2)).shape
+        (1, 3, 1)
+
+    See also:
+        `squeeze`, `reshape`.
+    """
     x = _operand("expand_dims", a)
     axis = _axis_seq(axis)
     out_nd = len(_shp(x)) + len(axis)
@@ -359,7 +511,26 @@ def expand_dims(a: Any, axis: Any) -> Any:
 
 
 def squeeze(a: Any, axis: Any = None) -> Any:
-    """``jnp.squeeze``: drop size-1 axes (all of them, or the named ones, which must have size 1)."""
+    """Remove size-1 axes from an array.
+
+    Named axes must have size 1.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to remove; by default every size-1 axis.
+    Returns:
+        An array of `a`'s dtype without those axes.
+
+    Examples:
+        >>> x = jnp.ones((1, 3, 1))
+        >>> jnp.squeeze(x).shape
+        (3,)
+        >>> jnp.squeeze(x, axis=2).shape
+        (1, 3)
+
+    See also:
+        `expand_dims`.
+    """
     x = _operand("squeeze", a)
     shp = _shp(x)
     if axis is None:
@@ -393,7 +564,20 @@ def _shape_tuple(name: str, shape: Any) -> tuple[int, ...]:
 
 
 def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
-    """``jnp.broadcast_shapes``: the NumPy broadcast of several shapes."""
+    """Compute the broadcast of several shapes, with NumPy's rules.
+
+    Args:
+        *shapes: Shapes (tuples of ints, or ints).
+    Returns:
+        The broadcast shape, a tuple of ints.
+
+    Examples:
+        >>> jnp.broadcast_shapes((2, 1), (3,), (1, 1))
+        (2, 3)
+
+    See also:
+        `broadcast_to`, `broadcast_arrays`.
+    """
     tuples = [_shape_tuple("broadcast_shapes", s) for s in shapes]
     if not tuples:
         return ()
@@ -410,8 +594,26 @@ def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
 
 
 def broadcast_to(array: Any, shape: Any, *, out_sharding: Any = None) -> Any:
-    """``jnp.broadcast_to``: NumPy broadcasting to ``shape`` (which cannot have fewer axes); ``out_sharding`` lays
-    the result out (its sharding type over Explicit mesh axes)."""
+    """Broadcast an array to a new shape.
+
+    NumPy's broadcasting rules apply: `shape` cannot have fewer axes than the input. `out_sharding` lays the
+    result out (its sharding type over Explicit mesh axes).
+
+    Args:
+        array: Input array.
+        shape: Target shape.
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array of shape `shape` and `array`'s dtype.
+
+    Examples:
+        >>> jnp.broadcast_to(jnp.array([1, 2, 3]), (2, 3))
+        Array([[1, 2, 3],
+               [1, 2, 3]], dtype=int32)
+
+    See also:
+        `broadcast_arrays`, `broadcast_shapes`.
+    """
     x = _operand("broadcast_to", array)
     old, new = _shp(x), _shape_tuple("broadcast_to", shape)
     if out_sharding is not None:
@@ -431,7 +633,26 @@ def broadcast_to(array: Any, shape: Any, *, out_sharding: Any = None) -> Any:
 
 
 def broadcast_arrays(*args: Any) -> list:
-    """``jnp.broadcast_arrays``: every argument broadcast to the common shape (dtypes unchanged)."""
+    """Broadcast several arrays against each other.
+
+    Dtypes are not changed.
+
+    Args:
+        *args: Arrays (or scalars) to broadcast.
+    Returns:
+        A list of arrays, all of the common broadcast shape.
+
+    Examples:
+        >>> a, b = jnp.broadcast_arrays(jnp.array([1, 2, 3]), jnp.array([[10], [20]]))
+        >>> a
+        Array([[1, 2, 3],
+               [1, 2, 3]], dtype=int32)
+        >>> b.shape
+        (2, 3)
+
+    See also:
+        `broadcast_to`, `broadcast_shapes`.
+    """
     ops = [_operand("broadcast_arrays", a) for a in args]
     shape_ = broadcast_shapes(*[_shp(o) for o in ops]) if ops else ()
     return [broadcast_to(o, shape_) for o in ops]
@@ -454,7 +675,32 @@ def _concatenate_array(x: Any, axis: Any, dtype: np.dtype | None) -> Any:
 
 
 def concatenate(arrays: Any, axis: int | None = 0, dtype: Any = None) -> Any:
-    """``jnp.concatenate``: join along an existing axis (``axis=None`` flattens first), promoting dtypes."""
+    """Join a sequence of arrays along an existing axis.
+
+    Dtypes are promoted with JAX's rules. `axis=None` flattens the inputs first.
+
+    Args:
+        arrays: Sequence of arrays with the same shape except along `axis`.
+        axis: Axis to join along (default 0), or None.
+        dtype: Optional dtype of the result.
+    Returns:
+        The joined array.
+
+    Examples:
+        >>> a = jnp.array([[1, 2], [3, 4]])
+        >>> jnp.concatenate([a, jnp.array([[5, 6]])])
+        Array([[1, 2],
+               [3, 4],
+               [5, 6]], dtype=int32)
+        >>> jnp.concatenate([a, a], axis=1)
+        Array([[1, 2, 1, 2],
+               [3, 4, 3, 4]], dtype=int32)
+        >>> jnp.concatenate([a, jnp.array([7.5])], axis=None)
+        Array([1. , 2. , 3. , 4. , 7.5], dtype=float32)
+
+    See also:
+        `concat`, `stack`, `hstack`, `vstack`, `block`.
+    """
     d = _dtype_arg("concatenate", dtype)
     if isinstance(arrays, (Array, Tracer, np.ndarray)):
         return _concatenate_array(as_operand(arrays), axis, d)
@@ -483,19 +729,74 @@ def concatenate(arrays: Any, axis: int | None = 0, dtype: Any = None) -> Any:
 
 
 def concat(arrays: Any, /, *, axis: int | None = 0) -> Any:
-    """``jnp.concat`` (the array-API name of ``concatenate``)."""
+    """Join a sequence of arrays along an existing axis (the array-API name of `concatenate`).
+
+    Args:
+        arrays: Sequence of arrays with the same shape except along `axis`.
+        axis: Axis to join along (default 0), or None to flatten first.
+    Returns:
+        The joined array, in the promoted dtype.
+
+    Examples:
+        >>> jnp.concat([jnp.array([1, 2]), jnp.array([3])])
+        Array([1, 2, 3], dtype=int32)
+
+    See also:
+        `concatenate`.
+    """
     return concatenate(arrays, axis=axis)
 
 
 def append(arr: Any, values: Any, axis: int | None = None) -> Any:
-    """``jnp.append``: ``concatenate`` of two arrays (both flattened when ``axis`` is None)."""
+    """Append values to the end of an array.
+
+    It is `concatenate` of the two arrays; both are flattened when `axis` is None.
+
+    Args:
+        arr: Input array.
+        values: Values to append; with an `axis`, of matching shape except along it.
+        axis: Axis to append along, or None to flatten both.
+    Returns:
+        A new array with `values` after `arr`.
+
+    Examples:
+        >>> jnp.append(jnp.array([1, 2]), jnp.array([[3, 4]]))
+        Array([1, 2, 3, 4], dtype=int32)
+        >>> jnp.append(jnp.array([[1, 2]]), jnp.array([[3, 4]]), axis=0)
+        Array([[1, 2],
+               [3, 4]], dtype=int32)
+
+    See also:
+        `concatenate`, `insert`.
+    """
     if axis is None:
         return concatenate([ravel(_operand("append", arr)), ravel(_operand("append", values))], 0)
     return concatenate([arr, values], axis=axis)
 
 
 def stack(arrays: Any, axis: int = 0, out: None = None, dtype: Any = None) -> Any:
-    """``jnp.stack``: join arrays of one shape along a new axis."""
+    """Join arrays of one shape along a new axis.
+
+    Args:
+        arrays: Sequence of arrays with the same shape.
+        axis: Position of the new axis in the result.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        dtype: Optional dtype of the result.
+    Returns:
+        An array with one more dimension than the inputs.
+
+    Examples:
+        >>> a, b = jnp.array([1, 2]), jnp.array([3, 4])
+        >>> jnp.stack([a, b])
+        Array([[1, 2],
+               [3, 4]], dtype=int32)
+        >>> jnp.stack([a, b], axis=1)
+        Array([[1, 3],
+               [2, 4]], dtype=int32)
+
+    See also:
+        `concatenate`, `unstack`, `vstack`.
+    """
     if out is not None:
         raise NotImplementedError("stack: the 'out' argument is not supported (arrays are immutable)")
     d = _dtype_arg("stack", dtype)
@@ -520,7 +821,23 @@ def stack(arrays: Any, axis: int = 0, out: None = None, dtype: Any = None) -> An
 
 
 def unstack(x: Any, /, *, axis: int = 0) -> tuple:
-    """``jnp.unstack``: the slices of ``x`` along ``axis``, as a tuple."""
+    """Split an array into its slices along an axis.
+
+    Args:
+        x: Input array.
+        axis: The axis to split along.
+    Returns:
+        A tuple of `x.shape[axis]` arrays, each without that axis.
+
+    Examples:
+        >>> jnp.unstack(jnp.array([[1, 2], [3, 4]]))
+        (Array([1, 2], dtype=int32), Array([3, 4], dtype=int32))
+        >>> jnp.unstack(jnp.array([[1, 2], [3, 4]]), axis=1)
+        (Array([1, 3], dtype=int32), Array([2, 4], dtype=int32))
+
+    See also:
+        `stack`, `split`.
+    """
     xx = _operand("unstack", x)
     shp = _shp(xx)
     if not shp:
@@ -539,22 +856,91 @@ def _stack_family(name: str, tup: Any, lift: Any, axis_of: Any, dtype: Any) -> A
 
 
 def hstack(tup: Any, dtype: Any = None) -> Any:
-    """``jnp.hstack``: join along axis 1 (axis 0 for 1-D inputs)."""
+    """Join arrays horizontally (column-wise).
+
+    This is concatenation along axis 1, or axis 0 for 1-D inputs.
+
+    Args:
+        tup: Sequence of arrays.
+        dtype: Optional dtype of the result.
+    Returns:
+        The joined array.
+
+    Examples:
+        >>> jnp.hstack([jnp.array([1, 2]), jnp.array([3])])
+        Array([1, 2, 3], dtype=int32)
+        >>> jnp.hstack([jnp.ones((2, 1)), jnp.zeros((2, 2))])
+        Array([[1., 0., 0.],
+               [1., 0., 0.]], dtype=float32)
+
+    See also:
+        `vstack`, `concatenate`, `column_stack`.
+    """
     return _stack_family("hstack", tup, atleast_1d, lambda a: 0 if len(_shp(a)) == 1 else 1, dtype)
 
 
 def vstack(tup: Any, dtype: Any = None) -> Any:
-    """``jnp.vstack``: join along axis 0, after making every input at least 2-D."""
+    """Join arrays vertically (row-wise).
+
+    This is concatenation along axis 0 after making every input at least 2-D.
+
+    Args:
+        tup: Sequence of arrays.
+        dtype: Optional dtype of the result.
+    Returns:
+        The joined array, at least 2-D.
+
+    Examples:
+        >>> jnp.vstack([jnp.array([1, 2]), jnp.array([3, 4])])
+        Array([[1, 2],
+               [3, 4]], dtype=int32)
+
+    See also:
+        `hstack`, `stack`, `concatenate`.
+    """
     return _stack_family("vstack", tup, atleast_2d, lambda a: 0, dtype)
 
 
 def dstack(tup: Any, dtype: Any = None) -> Any:
-    """``jnp.dstack``: join along axis 2, after making every input at least 3-D."""
+    """Join arrays along the third axis.
+
+    Every input is made at least 3-D first.
+
+    Args:
+        tup: Sequence of arrays.
+        dtype: Optional dtype of the result.
+    Returns:
+        The joined array, at least 3-D.
+
+    Examples:
+        >>> jnp.dstack([jnp.array([1, 2]), jnp.array([3, 4])])
+        Array([[[1, 3],
+                [2, 4]]], dtype=int32)
+
+    See also:
+        `hstack`, `vstack`, `concatenate`.
+    """
     return _stack_family("dstack", tup, atleast_3d, lambda a: 2, dtype)
 
 
 def column_stack(tup: Any) -> Any:
-    """``jnp.column_stack``: 1-D inputs become columns, then everything joins along axis 1."""
+    """Stack 1-D arrays as the columns of a 2-D array.
+
+    1-D inputs become columns; 2-D inputs are joined as they are, along axis 1.
+
+    Args:
+        tup: Sequence of 1-D or 2-D arrays.
+    Returns:
+        A 2-D array.
+
+    Examples:
+        >>> jnp.column_stack([jnp.array([1, 2]), jnp.array([3, 4])])
+        Array([[1, 3],
+               [2, 4]], dtype=int32)
+
+    See also:
+        `hstack`, `stack`.
+    """
 
     def as_column(a: Any) -> Any:
         s = _shp(a)
@@ -606,17 +992,70 @@ def _split(name: str, ary: Any, ios: Any, axis: int, equal: bool) -> list:
 
 
 def split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list:
-    """``jnp.split``: equal sections (an int) or sections between static indices; a list."""
+    """Split an array into sub-arrays along an axis.
+
+    The sections must be static: an int that divides the axis, or the indices where to split.
+
+    Args:
+        ary: Input array.
+        indices_or_sections: Number of equal sections, or a sequence of split indices.
+        axis: The axis to split along.
+    Returns:
+        A list of arrays.
+
+    Examples:
+        >>> x = jnp.arange(6)
+        >>> jnp.split(x, 3)
+        [Array([0, 1], dtype=int32), Array([2, 3], dtype=int32), Array([4, 5], dtype=int32)]
+        >>> jnp.split(x, [1, 4])
+        [Array([0], dtype=int32), Array([1, 2, 3], dtype=int32), Array([4, 5], dtype=int32)]
+
+    See also:
+        `array_split`, `hsplit`, `vsplit`, `unstack`.
+    """
     return _split("split", ary, indices_or_sections, axis, equal=True)
 
 
 def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list:
-    """``jnp.array_split``: like ``split``, but ``n`` sections need not divide the axis."""
+    """Split an array into sub-arrays, allowing unequal sections.
+
+    Like `split`, but `n` sections need not divide the axis: the first ones are one element longer.
+
+    Args:
+        ary: Input array.
+        indices_or_sections: Number of sections, or a sequence of split indices.
+        axis: The axis to split along.
+    Returns:
+        A list of arrays.
+
+    Examples:
+        >>> jnp.array_split(jnp.arange(5), 3)
+        [Array([0, 1], dtype=int32), Array([2, 3], dtype=int32), Array([4], dtype=int32)]
+
+    See also:
+        `split`.
+    """
     return _split("array_split", ary, indices_or_sections, axis, equal=False)
 
 
 def hsplit(ary: Any, indices_or_sections: Any) -> list:
-    """``jnp.hsplit``: split along axis 1 (axis 0 for 1-D arrays)."""
+    """Split an array horizontally (along axis 1, or axis 0 for 1-D arrays).
+
+    Args:
+        ary: Input array.
+        indices_or_sections: Number of equal sections, or a sequence of split indices.
+    Returns:
+        A list of arrays.
+
+    Examples:
+        >>> jnp.hsplit(jnp.arange(8).reshape(2, 4), 2)
+        [Array([[0, 1],
+               [4, 5]], dtype=int32), Array([[2, 3],
+               [6, 7]], dtype=int32)]
+
+    See also:
+        `split`, `vsplit`.
+    """
     x = _operand("hsplit", ary)
     nd = len(_shp(x))
     if nd == 0:
@@ -625,18 +1064,65 @@ def hsplit(ary: Any, indices_or_sections: Any) -> list:
 
 
 def vsplit(ary: Any, indices_or_sections: Any) -> list:
-    """``jnp.vsplit``: split along axis 0."""
+    """Split an array vertically (along axis 0).
+
+    Args:
+        ary: Input array with at least 2 dimensions.
+        indices_or_sections: Number of equal sections, or a sequence of split indices.
+    Returns:
+        A list of arrays.
+
+    Examples:
+        >>> jnp.vsplit(jnp.arange(4).reshape(2, 2), 2)
+        [Array([[0, 1]], dtype=int32), Array([[2, 3]], dtype=int32)]
+
+    See also:
+        `split`, `hsplit`.
+    """
     return _split("vsplit", ary, indices_or_sections, 0, equal=True)
 
 
 def dsplit(ary: Any, indices_or_sections: Any) -> list:
-    """``jnp.dsplit``: split along axis 2."""
+    """Split an array along the third axis.
+
+    Args:
+        ary: Input array with at least 3 dimensions.
+        indices_or_sections: Number of equal sections, or a sequence of split indices.
+    Returns:
+        A list of arrays.
+
+    Examples:
+        >>> [p.shape for p in jnp.dsplit(jnp.ones((1, 2, 4)), 2)]
+        [(1, 2, 2), (1, 2, 2)]
+
+    See also:
+        `split`.
+    """
     return _split("dsplit", ary, indices_or_sections, 2, equal=True)
 
 
 # ---------------------------------------------------------------- tile / repeat
 def tile(A: Any, reps: Any) -> Any:  # noqa: N803 - NumPy's name
-    """``jnp.tile``: ``A`` repeated ``reps`` times per axis (a broadcast between reshapes)."""
+    """Build an array by repeating an array a number of times per axis.
+
+    It is a broadcast between reshapes.
+
+    Args:
+        A: Input array.
+        reps: Number of repetitions per axis (an int or a tuple).
+    Returns:
+        The tiled array, of `A`'s dtype.
+
+    Examples:
+        >>> jnp.tile(jnp.array([1, 2]), 2)
+        Array([1, 2, 1, 2], dtype=int32)
+        >>> jnp.tile(jnp.array([1, 2]), (2, 1))
+        Array([[1, 2],
+               [1, 2]], dtype=int32)
+
+    See also:
+        `repeat`, `broadcast_to`.
+    """
     x = _operand("tile", A)
     seq = reps if isinstance(reps, (tuple, list)) else (reps,)
     r = tuple(v if isinstance(v, DimExpr) else _static_int("tile", "reps", v) for v in seq)
@@ -705,10 +1191,32 @@ def _repeat_traced(x: Any, repeats: Any, ax: int, n: int, total: int) -> Any:
 
 def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None,
            out_sharding: Any = None) -> Any:
-    """``jnp.repeat``: each element repeated ``repeats`` times (static counts, scalar or per element).
+    """Repeat each element of an array.
 
-    Runs of elements with the same count become one broadcast-and-reshape,
-    so a uniform count is two equations whatever the size.  ``out_sharding`` lays the result out.
+    Without `total_repeat_length` the counts must be static (a scalar, or one per element along `axis`). Runs
+    of elements with the same count become one broadcast-and-reshape, so a uniform count costs two operations
+    whatever the size. `out_sharding` lays the result out.
+
+    Args:
+        a: Input array.
+        repeats: Number of repetitions: an int, or an array with one count per element along `axis`.
+        axis: The axis along which to repeat; by default the flattened array.
+        total_repeat_length: The static length of the result along `axis`, which lets `repeats` be traced (as
+            in JAX).
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array with the repeated elements.
+
+    Examples:
+        >>> jnp.repeat(jnp.array([1, 2]), 3)
+        Array([1, 1, 1, 2, 2, 2], dtype=int32)
+        >>> jnp.repeat(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 2]), axis=0)
+        Array([[1, 2],
+               [3, 4],
+               [3, 4]], dtype=int32)
+
+    See also:
+        `tile`.
     """
     if out_sharding is not None:  # (the intermediates typed leniently, the result laid out as asked)
         from ftrans.lax._sharding import with_out_sharding
@@ -748,7 +1256,26 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
 
 # ---------------------------------------------------------------- flips and rolls
 def flip(m: Any, axis: Any = None) -> Any:
-    """``jnp.flip``: reverse the order of elements along the given axes (all by default)."""
+    """Reverse the order of elements along the given axes.
+
+    Args:
+        m: Input array.
+        axis: Axis or tuple of axes to reverse; by default all of them.
+    Returns:
+        An array of `m`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.array([[1, 2], [3, 4]])
+        >>> jnp.flip(x)
+        Array([[4, 3],
+               [2, 1]], dtype=int32)
+        >>> jnp.flip(x, axis=1)
+        Array([[2, 1],
+               [4, 3]], dtype=int32)
+
+    See also:
+        `fliplr`, `flipud`, `rot90`.
+    """
     x = _operand("flip", m)
     nd = len(_shp(x))
     axes = tuple(range(nd)) if axis is None else _axes_tuple("flip", axis, nd)
@@ -756,18 +1283,67 @@ def flip(m: Any, axis: Any = None) -> Any:
 
 
 def fliplr(m: Any) -> Any:
-    """``jnp.fliplr``: reverse axis 1."""
+    """Reverse the order of elements along axis 1 (left/right).
+
+    Args:
+        m: Array with at least 2 dimensions.
+    Returns:
+        An array of `m`'s shape and dtype.
+
+    Examples:
+        >>> jnp.fliplr(jnp.array([[1, 2], [3, 4]]))
+        Array([[2, 1],
+               [4, 3]], dtype=int32)
+
+    See also:
+        `flipud`, `flip`.
+    """
     return flip(m, 1)
 
 
 def flipud(m: Any) -> Any:
-    """``jnp.flipud``: reverse axis 0."""
+    """Reverse the order of elements along axis 0 (up/down).
+
+    Args:
+        m: Array with at least 1 dimension.
+    Returns:
+        An array of `m`'s shape and dtype.
+
+    Examples:
+        >>> jnp.flipud(jnp.array([[1, 2], [3, 4]]))
+        Array([[3, 4],
+               [1, 2]], dtype=int32)
+
+    See also:
+        `fliplr`, `flip`.
+    """
     return flip(m, 0)
 
 
 def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
-    """``jnp.rot90``: rotate by 90 degrees ``k`` times in the plane of ``axes`` (from the first
-    axis towards the second)."""
+    """Rotate an array by 90 degrees in the plane of two axes.
+
+    The rotation goes from the first axis towards the second, `k` times.
+
+    Args:
+        m: Array with at least 2 dimensions.
+        k: Number of quarter turns (may be negative).
+        axes: The two axes of the plane of rotation.
+    Returns:
+        An array of `m`'s dtype (with the two axis lengths exchanged for odd `k`).
+
+    Examples:
+        >>> x = jnp.array([[1, 2], [3, 4]])
+        >>> jnp.rot90(x)
+        Array([[2, 4],
+               [1, 3]], dtype=int32)
+        >>> jnp.rot90(x, k=2)
+        Array([[4, 3],
+               [2, 1]], dtype=int32)
+
+    See also:
+        `flip`, `transpose`.
+    """
     x = _operand("rot90", m)
     nd = len(_shp(x))
     if nd < 2:
@@ -817,7 +1393,28 @@ def _roll_traced(x: Any, shift: Any, axis: int) -> Any:
 
 
 def roll(a: Any, shift: Any, axis: Any = None) -> Any:
-    """``jnp.roll``: shift elements cyclically; ``shift`` may be traced, axes must be static."""
+    """Shift elements cyclically along the given axes.
+
+    `shift` may be traced; the axes must be static.
+
+    Args:
+        a: Input array.
+        shift: Number of places to shift by (an int, or one per axis).
+        axis: Axis or tuple of axes; by default the flattened array is rolled and the shape restored.
+    Returns:
+        An array of `a`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.arange(5)
+        >>> jnp.roll(x, 2)
+        Array([3, 4, 0, 1, 2], dtype=int32)
+        >>> jnp.roll(jnp.arange(6).reshape(2, 3), -1, axis=1)
+        Array([[1, 2, 0],
+               [4, 5, 3]], dtype=int32)
+
+    See also:
+        `rollaxis`.
+    """
     x = _operand("roll", a)
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), _shp(x))
@@ -1102,11 +1699,33 @@ def _pad_reflect(x: Any, widths: list, mode: str, reflect_type: str) -> Any:
 
 
 def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Any:
-    """``jnp.pad`` with every NumPy mode (constant, edge, wrap, reflect, symmetric, empty, linear_ramp,
-    maximum, minimum, mean, median) or a callable mode.
+    """Pad an array.
 
-    ``pad_width`` is an int, ``(before, after)``, or one pair per axis, and
-    must be static; ``constant_values`` may be traced.
+    Every NumPy mode is supported (constant, edge, wrap, reflect, symmetric, empty, linear_ramp, maximum,
+    minimum, mean, median) and a callable mode. `pad_width` must be static; `constant_values` may be traced.
+
+    Args:
+        array: Input array.
+        pad_width: Number of elements to add: an int, a `(before, after)` pair, or one pair per axis.
+        mode: Padding mode (default `'constant'`), or a function as in NumPy.
+        **kwargs: Mode options: `constant_values`, `end_values`, `reflect_type`, `stat_length`.
+    Returns:
+        The padded array, of `array`'s dtype.
+
+    Examples:
+        >>> x = jnp.array([1, 2, 3])
+        >>> jnp.pad(x, 2)
+        Array([0, 0, 1, 2, 3, 0, 0], dtype=int32)
+        >>> jnp.pad(x, (1, 2), mode="edge")
+        Array([1, 1, 2, 3, 3, 3], dtype=int32)
+        >>> jnp.pad(x, 2, mode="reflect")
+        Array([3, 2, 1, 2, 3, 2, 1], dtype=int32)
+        >>> jnp.pad(jnp.ones((1, 2)), ((1, 0), (0, 1)), constant_values=9)
+        Array([[9., 9., 9.],
+               [1., 1., 9.]], dtype=float32)
+
+    See also:
+        `concatenate`.
     """
     x = _operand("pad", array)
     if callable(mode):
@@ -1142,18 +1761,67 @@ def _atleast(name: str, arys: tuple, fix: Any) -> Any:
 
 
 def atleast_1d(*arys: Any) -> Any:
-    """``jnp.atleast_1d``: 0-d inputs become shape (1,); one input gives an array, several a list."""
+    """Convert inputs to arrays with at least one dimension.
+
+    0-d inputs become shape `(1,)`; others are unchanged.
+
+    Args:
+        *arys: Arrays or scalars.
+    Returns:
+        One array for one input, or a list of arrays for several.
+
+    Examples:
+        >>> jnp.atleast_1d(3)
+        Array([3], dtype=int32, weak_type=True)
+        >>> jnp.atleast_1d(1, jnp.array([2, 3]))
+        [Array([1], dtype=int32, weak_type=True), Array([2, 3], dtype=int32)]
+
+    See also:
+        `atleast_2d`, `atleast_3d`.
+    """
     return _atleast("atleast_1d", arys, lambda a: reshape(a, (1,)) if not _shp(a) else a)
 
 
 def atleast_2d(*arys: Any) -> Any:
-    """``jnp.atleast_2d``: shape () -> (1, 1), (n,) -> (1, n)."""
+    """Convert inputs to arrays with at least two dimensions.
+
+    Shape `()` becomes `(1, 1)` and `(n,)` becomes `(1, n)`.
+
+    Args:
+        *arys: Arrays or scalars.
+    Returns:
+        One array for one input, or a list of arrays for several.
+
+    Examples:
+        >>> jnp.atleast_2d(jnp.array([1, 2]))
+        Array([[1, 2]], dtype=int32)
+
+    See also:
+        `atleast_1d`, `atleast_3d`.
+    """
     return _atleast("atleast_2d", arys, lambda a: reshape(a, (1,) * (2 - len(_shp(a))) + _shp(a))
                     if len(_shp(a)) < 2 else a)
 
 
 def atleast_3d(*arys: Any) -> Any:
-    """``jnp.atleast_3d``: shape () -> (1, 1, 1), (n,) -> (1, n, 1), (m, n) -> (m, n, 1)."""
+    """Convert inputs to arrays with at least three dimensions.
+
+    Shape `()` becomes `(1, 1, 1)`, `(n,)` becomes `(1, n, 1)` and `(m, n)` becomes `(m, n, 1)`.
+
+    Args:
+        *arys: Arrays or scalars.
+    Returns:
+        One array for one input, or a list of arrays for several.
+
+    Examples:
+        >>> jnp.atleast_3d(jnp.array([1, 2])).shape
+        (1, 2, 1)
+        >>> jnp.atleast_3d(jnp.ones((2, 3))).shape
+        (2, 3, 1)
+
+    See also:
+        `atleast_1d`, `atleast_2d`.
+    """
 
     def fix(a: Any) -> Any:
         s = _shp(a)
@@ -1179,19 +1847,68 @@ def _warn_sequence(name: str, a: Any) -> None:
 
 
 def shape(a: Any) -> tuple[int, ...]:
-    """``jnp.shape``: the shape of an array or scalar (a nested sequence warns, as in JAX)."""
+    """Return the shape of an array or scalar.
+
+    A nested Python sequence works too but warns, as in JAX.
+
+    Args:
+        a: Array or scalar.
+    Returns:
+        A tuple of ints.
+
+    Examples:
+        >>> jnp.shape(jnp.ones((2, 3)))
+        (2, 3)
+        >>> jnp.shape(3.0)
+        ()
+
+    See also:
+        `ndim`, `size`.
+    """
     _warn_sequence("shape", a)
     return tuple(shape_of(a))
 
 
 def ndim(a: Any) -> int:
-    """``jnp.ndim``: the number of dimensions."""
+    """Return the number of dimensions of an array or scalar.
+
+    Args:
+        a: Array or scalar.
+    Returns:
+        A Python int.
+
+    Examples:
+        >>> jnp.ndim(jnp.ones((2, 3)))
+        2
+        >>> jnp.ndim(3.0)
+        0
+
+    See also:
+        `shape`, `size`.
+    """
     _warn_sequence("ndim", a)
     return len(shape_of(a))
 
 
 def size(a: Any, axis: int | Sequence[int] | None = None) -> int:
-    """``jnp.size``: the number of elements, in total or along the given axes."""
+    """Return the number of elements of an array, in total or along some axes.
+
+    Args:
+        a: Array or scalar.
+        axis: Optional axis or tuple of axes whose lengths are multiplied.
+    Returns:
+        A Python int.
+
+    Examples:
+        >>> x = jnp.ones((2, 3, 4))
+        >>> jnp.size(x)
+        24
+        >>> jnp.size(x, axis=(0, 2))
+        8
+
+    See also:
+        `shape`, `ndim`.
+    """
     _warn_sequence("size", a)
     s = tuple(shape_of(a))
     if axis is None:

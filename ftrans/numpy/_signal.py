@@ -53,11 +53,51 @@ def _conv1d(name: str, a: Any, v: Any, mode: str, precision: Any, preferred_elem
 
 def convolve(a: Any, v: Any, mode: str = "full", *, precision: Any = None,
              preferred_element_type: Any = None) -> Any:
-    """Discrete linear convolution of two 1-D arrays (modes ``full``, ``same``, ``valid``)."""
+    """Discrete linear convolution of two 1-D arrays.
+
+    Args:
+        a: First 1-D array.
+        v: Second 1-D array.
+        mode: `'full'` (default), `'same'` or `'valid'`.
+        precision: Optional `lax.Precision` (or pair) for the underlying dot or convolution.
+        preferred_element_type: Optional dtype to accumulate in and return.
+    Returns:
+        A 1-D array in the promoted dtype.
+
+    Examples:
+        >>> jnp.convolve(jnp.array([1., 2., 3.]), jnp.array([0., 1., 0.5]))
+        Array([0. , 1. , 2.5, 4. , 1.5], dtype=float32)
+        >>> jnp.convolve(jnp.array([1., 2., 3.]), jnp.array([0., 1., 0.5]), mode="same")
+        Array([1. , 2.5, 4. ], dtype=float32)
+
+    See also:
+        `correlate`, `polymul`.
+    """
     return _conv1d("convolve", a, v, mode, precision, preferred_element_type)
 
 
 def correlate(a: Any, v: Any, mode: str = "valid", *, precision: Any = None,
               preferred_element_type: Any = None) -> Any:
-    """Cross-correlation of two 1-D arrays (modes ``full``, ``same``, ``valid``; ``v`` is conjugated)."""
+    """Cross-correlation of two 1-D arrays.
+
+    `v` is conjugated, as in NumPy.
+
+    Args:
+        a: First 1-D array.
+        v: Second 1-D array.
+        mode: `'valid'` (default), `'same'` or `'full'`.
+        precision: Optional `lax.Precision` (or pair) for the underlying dot or convolution.
+        preferred_element_type: Optional dtype to accumulate in and return.
+    Returns:
+        A 1-D array in the promoted dtype.
+
+    Examples:
+        >>> jnp.correlate(jnp.array([1., 2., 3.]), jnp.array([0., 1.]))
+        Array([2., 3.], dtype=float32)
+        >>> jnp.correlate(jnp.array([1., 2., 3.]), jnp.array([0., 1.]), mode="full")
+        Array([1., 2., 3., 0.], dtype=float32)
+
+    See also:
+        `convolve`.
+    """
     return _conv1d("correlate", a, v, mode, precision, preferred_element_type)

@@ -71,7 +71,35 @@ def _iota(shape: tuple[int, ...], dimension: int, dtype: np.dtype | None = None)
 
 def sort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
          descending: bool = False) -> Any:
-    """``jnp.sort``: NaNs sort last (first with ``descending=True``); ``-0.0`` ties ``+0.0``."""
+    """Return a sorted copy of an array.
+
+    The sort is stable. NaNs sort last (first with `descending=True`), and `-0.0` ties `+0.0`. Complex numbers
+    sort by real part, then imaginary part.
+
+    Args:
+        a: Input array.
+        axis: Axis to sort along (default -1); None sorts the flattened array.
+        kind: Ignored (the sort is always stable); accepted for NumPy compatibility.
+        order: Not supported (structured arrays do not exist here); must be None.
+        stable: Accepted for compatibility; the sort is always stable.
+        descending: If True, sort in descending order (ties keep their order).
+    Returns:
+        A sorted array of `a`'s shape (1-D for `axis=None`) and dtype.
+
+    Examples:
+        >>> x = jnp.array([[3, 1, 2], [0, 5, 4]])
+        >>> jnp.sort(x)
+        Array([[1, 2, 3],
+               [0, 4, 5]], dtype=int32)
+        >>> jnp.sort(x, axis=0)
+        Array([[0, 1, 2],
+               [3, 5, 4]], dtype=int32)
+        >>> jnp.sort(jnp.array([2., jnp.nan, 1.]), descending=True)
+        Array([nan,  2.,  1.], dtype=float32)
+
+    See also:
+        `argsort`, `lexsort`, `partition`.
+    """
     _check_unsupported("sort", kind, order)
     x, ax = _sort_axis("sort", _operand("sort", a), axis)
     (out,) = So.sort_p.bind(x, dimension=ax, is_stable=bool(stable), num_keys=1)
@@ -82,9 +110,31 @@ def sort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = None, 
 
 def argsort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
             descending: bool = False, dtype: Any = None) -> Any:
-    """``jnp.argsort``: indices that sort ``a`` (stable: ties keep their order, reversed when descending).
+    """Return the indices that sort an array.
 
-    ``dtype`` is the index dtype (default int32, as in JAX; int64 is narrowed unless x64 is on)."""
+    The sort is stable: ties keep their order (their order is reversed when `descending`).
+
+    Args:
+        a: Input array.
+        axis: Axis to sort along (default -1); None sorts the flattened array.
+        kind: Ignored; accepted for NumPy compatibility.
+        order: Not supported; must be None.
+        stable: Accepted for compatibility; the sort is always stable.
+        descending: If True, indices for descending order.
+        dtype: The index dtype (default int32, as in JAX; int64 is narrowed unless x64 is on).
+    Returns:
+        An integer array of `a`'s shape (1-D for `axis=None`).
+
+    Examples:
+        >>> x = jnp.array([30, 10, 20, 10])
+        >>> jnp.argsort(x)
+        Array([1, 3, 2, 0], dtype=int32)
+        >>> jnp.argsort(x, descending=True)
+        Array([0, 2, 1, 3], dtype=int32)
+
+    See also:
+        `sort`, `take_along_axis`, `lexsort`.
+    """
     _check_unsupported("argsort", kind, order)
     x, ax = _sort_axis("argsort", _operand("argsort", a), axis)
     idx = _iota(tuple(shape_of(x)), ax)
@@ -102,7 +152,20 @@ def argsort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = Non
 
 
 def sort_complex(a: Any) -> Any:
-    """``jnp.sort_complex``: sort along the last axis and return a complex array."""
+    """Sort an array along its last axis and return it as complex numbers.
+
+    Args:
+        a: Input array.
+    Returns:
+        A sorted complex array of `a`'s shape.
+
+    Examples:
+        >>> jnp.sort_complex(jnp.array([3, 1, 2]))
+        Array([1.+0.j, 2.+0.j, 3.+0.j], dtype=complex64)
+
+    See also:
+        `sort`.
+    """
     x = sort(a)
     d = dtype_weak(x)[0]
     if d.kind != "c":
@@ -112,7 +175,25 @@ def sort_complex(a: Any) -> Any:
 
 
 def lexsort(keys: Any, axis: int = -1) -> Any:
-    """``jnp.lexsort``: indices sorting by the last key first, then the others in reverse order."""
+    """Return the indices that sort by several keys.
+
+    The last key is the primary one, then the others in reverse order.
+
+    Args:
+        keys: Sequence of arrays (or a 2-D array whose rows are the keys) of one shape.
+        axis: Axis to sort along.
+    Returns:
+        An integer array of indices.
+
+    Examples:
+        >>> surnames = jnp.array([1, 0, 1, 0])
+        >>> ages = jnp.array([30, 40, 20, 10])
+        >>> jnp.lexsort((ages, surnames))
+        Array([3, 1, 2, 0], dtype=int32)
+
+    See also:
+        `argsort`.
+    """
     if isinstance(keys, (Array,)) or hasattr(keys, "aval"):
         n = shape_of(keys)[0] if shape_of(keys) else 0
         keys = [keys[i] for i in range(n)]
@@ -149,10 +230,28 @@ def _total_lt(p: Any, q: Any) -> Any:
 
 
 def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, method: str = "scan") -> Any:
-    """``jnp.searchsorted``: insertion indices of ``v`` into the sorted 1-D ``a``.
+    """Find the indices at which values would be inserted to keep a sorted array sorted.
 
-    Every ``method`` gives the same result; this one compares each query with
-    every element (the host NumPy rule makes that a vectorised count).
+    Every `method` gives the same result; the default compares each query with every element.
+
+    Args:
+        a: Sorted 1-D array.
+        v: Values to insert (any shape).
+        side: `'left'`: the first suitable index; `'right'`: the last.
+        sorter: Optional indices that sort `a` (as from `argsort`).
+        method: `'scan'`, `'scan_unrolled'`, `'sort'` or `'compare_all'`; the same result for each.
+    Returns:
+        An integer array of `v`'s shape.
+
+    Examples:
+        >>> a = jnp.array([1, 3, 3, 7])
+        >>> jnp.searchsorted(a, jnp.array([0, 3, 5, 9]))
+        Array([0, 1, 3, 4], dtype=int32)
+        >>> jnp.searchsorted(a, 3, side="right")
+        Array(3, dtype=int32)
+
+    See also:
+        `digitize`.
     """
     if side not in ("left", "right"):
         raise FtransValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
@@ -245,12 +344,37 @@ def _run_starts(srt: Any, equal_nan: bool) -> Any:
 def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False,
            axis: int | None = None, *, equal_nan: bool = True, size: int | None = None,
            fill_value: Any = None, sorted: bool = True) -> Any:  # noqa: A002
-    """``jnp.unique`` of the flattened array.
+    """Return the sorted unique elements of an array.
 
-    Without ``size`` the number of unique values decides the output shape, so
-    the input must be concrete (eager); with ``size`` the result has exactly
-    ``size`` entries, padded with ``fill_value`` (default: the smallest unique
-    value), and works under tracing.
+    Without `size` the number of unique values decides the output shape, so the input must be concrete
+    (eager); with `size` the result has exactly `size` entries, padded with `fill_value` (default: the
+    smallest unique value), and it works under `jit`.
+
+    Args:
+        ar: Input array; flattened unless `axis` is given.
+        return_index: Also return the index of each value's first occurrence.
+        return_inverse: Also return the indices that rebuild `ar` from the unique values.
+        return_counts: Also return how often each unique value occurs.
+        axis: Optional axis along which to find unique slices.
+        equal_nan: Whether all NaNs count as one value.
+        size: Optional static number of unique values to return.
+        fill_value: Value used to pad up to `size`.
+        sorted: Accepted for compatibility; the values always come back sorted.
+    Returns:
+        The unique values, or a tuple of them and the requested extra arrays.
+
+    Examples:
+        >>> x = jnp.array([3, 1, 3, 2, 1])
+        >>> jnp.unique(x)
+        Array([1, 2, 3], dtype=int32)
+        >>> values, counts = jnp.unique(x, return_counts=True)
+        >>> counts
+        Array([2, 1, 2], dtype=int32)
+        >>> jnp.unique(x, size=5, fill_value=-1)
+        Array([ 1,  2,  3, -1, -1], dtype=int32)
+
+    See also:
+        `unique_values`, `unique_counts`, `unique_inverse`, `unique_all`.
     """
     x = _operand("unique", ar)
     if axis is not None:

@@ -245,7 +245,32 @@ class ufunc(metaclass=_UfuncType):  # noqa: N801 - NumPy's name
 
 
 def frompyfunc(func: Callable, /, nin: int, nout: int, *, identity: Any = None) -> ufunc:
-    """A ``ufunc`` from a scalar function of ``nin`` arguments (``jnp.frompyfunc``)."""
+    """Make a `ufunc` from a scalar function.
+
+    The function is mapped with `vectorize` (so it is traced, not called per element); the result has `outer`,
+    `reduce`, `accumulate`, `reduceat` and `at`.
+
+    Args:
+        func: A function of `nin` scalar arrays returning `nout` values.
+        nin: Number of inputs.
+        nout: Number of outputs.
+        identity: Optional identity value of the reduction.
+    Returns:
+        A `ufunc` object.
+
+    Examples:
+        >>> add = jnp.frompyfunc(lambda x, y: x + y, nin=2, nout=1, identity=0)
+        >>> add(jnp.arange(3), 10)
+        Array([10, 11, 12], dtype=int32)
+        >>> add.reduce(jnp.arange(4))
+        Array(6, dtype=int32)
+        >>> add.outer(jnp.arange(2), jnp.arange(3))
+        Array([[0, 1, 2],
+               [1, 2, 3]], dtype=int32)
+
+    See also:
+        `vectorize`, `ufunc`.
+    """
     return ufunc(func, nin, nout, identity=identity)
 
 
