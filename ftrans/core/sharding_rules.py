@@ -314,8 +314,18 @@ def nary_reduced(mesh: Any, *avals: ShapedArray) -> frozenset:
     if not reduced_specs:
         return frozenset()
     (red,) = reduced_specs
+    manual = None
     for a in avals:
-        if a.typed_sharding is None or not a.shape:  # an untyped operand or a scalar (JAX reshards those to it)
+        if a.typed_sharding is None and red:  # in a checked shard_map body: replicated = invariant, no set
+            if manual is None:
+                from ftrans.transforms.shard_map import manual_axes_here
+
+                manual = manual_axes_here()
+            if manual and (rep := manual - (getattr(a, "vma", _NONE) | ur(a)[0] | ur(a)[1])) & red:
+                raise ShardingTypeError(f"Inputs cannot be replicated on the same axes that another input is "
+                                        f"reduced on. Got input type: {_short(a)} and reduced spec: {set(red)}")
+            continue
+        if not a.shape:  # a scalar (JAX reshards those to it)
             continue
         u, r = ur(a)
         split = _flat_axes(spec_of(a))
