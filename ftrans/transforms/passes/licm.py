@@ -48,6 +48,11 @@ def _stacked(aval: ShapedArray, n: int) -> ShapedArray:
     return typed(out, sh.mesh, with_ur((None,) + spec_of(aval), sh.spec.unreduced, sh.spec.reduced))
 
 
+def _sets(aval: Any) -> tuple:
+    sh = getattr(aval, "typed_sharding", None)
+    return (sh.spec.unreduced, sh.spec.reduced) if sh is not None else (frozenset(), frozenset())
+
+
 def _movable(eqn: JaxprEqn) -> bool:
     return eqn.primitive.name not in IMPURE and not has_bodies(eqn)
 
@@ -228,8 +233,8 @@ class LoopInvariantCodeMotion(Pass):
                 closed, _ = stage(lambda *a: list(fn(*a)), avals)
         except Exception:  # noqa: BLE001 - a body vmap cannot batch stays in the loop
             return None
-        if closed.consts:
-            return None
+        if closed.consts or any(_sets(o.aval) != _sets(b) for o, b in zip(outs, closed.out_avals)):
+            return None  # (a batched result that lost its unreduced/reduced axes: the work stays in the loop)
         del consts_in, inv_needed
         return closed.jaxpr, unb + bat
 
