@@ -321,7 +321,7 @@ def nary_reduced(mesh: Any, *avals: ShapedArray) -> frozenset:
                 from ftrans.transforms.shard_map import manual_axes_here
 
                 manual = manual_axes_here()
-            if manual and (rep := manual - (getattr(a, "vma", _NONE) | ur(a)[0] | ur(a)[1])) & red:
+            if manual and (manual - (getattr(a, "vma", _NONE) | ur(a)[0] | ur(a)[1])) & red:
                 raise ShardingTypeError(f"Inputs cannot be replicated on the same axes that another input is "
                                         f"reduced on. Got input type: {_short(a)} and reduced spec: {set(red)}")
             continue
