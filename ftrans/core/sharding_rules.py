@@ -304,6 +304,18 @@ def _flat_axes(spec: Sequence) -> frozenset:
     return frozenset(a for e in spec for a in _axes(e) if isinstance(a, str))
 
 
+@contextmanager
+def in_body(manual: frozenset) -> Any:
+    """The ur rules applied inside a checked ``shard_map`` body whose manual axes are ``manual``: there an
+    operand with no sharding type is replicated over the manual axes it neither varies nor is reduced along."""
+    prev = getattr(_local, "body_manual", None)
+    _local.body_manual = manual
+    try:
+        yield
+    finally:
+        _local.body_manual = prev
+
+
 def nary_reduced(mesh: Any, *avals: ShapedArray) -> frozenset:
     """JAX's ``default_nary_reduced_rule``: the operands reduced over one set of axes, which no other
     (ranked, typed) operand is replicated or split over."""
@@ -314,8 +326,14 @@ def nary_reduced(mesh: Any, *avals: ShapedArray) -> frozenset:
     if not reduced_specs:
         return frozenset()
     (red,) = reduced_specs
+    manual = getattr(_local, "body_manual", None)
     for a in avals:
-        if a.typed_sharding is None or not a.shape:  # an untyped operand or a scalar (JAX reshards those to it)
+        if a.typed_sharding is None and red:  # in a checked shard_map body: replicated = invariant, no set
+            if manual and (manual - (getattr(a, "vma", _NONE) | ur(a)[0] | ur(a)[1])) & red:
+                raise ShardingTypeError(f"Inputs cannot be replicated on the same axes that another input is "
+                                        f"reduced on. Got input type: {_short(a)} and reduced spec: {set(red)}")
+            continue
+        if not a.shape:  # a scalar (JAX reshards those to it)
             continue
         u, r = ur(a)
         split = _flat_axes(spec_of(a))

@@ -246,7 +246,8 @@ def _typed_avals(avals: tuple, shardings: tuple) -> tuple:
             entries = list(s.spec) + [None] * (len(a.shape) - len(s.spec))
             named = {n for e in entries if e is not None for n in (e if isinstance(e, tuple) else (e,))}
             if explicit and named <= explicit and len(entries) == len(a.shape):
-                a = ShardedAval(a.shape, a.dtype, a.weak_type, NamedSharding(s.mesh, PartitionSpec(*entries)))
+                spec = PartitionSpec(*entries, unreduced=s.spec.unreduced, reduced=s.spec.reduced)
+                a = ShardedAval(a.shape, a.dtype, a.weak_type, NamedSharding(s.mesh, spec))
         out.append(a)
     return tuple(out)
 

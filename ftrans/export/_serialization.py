@@ -198,9 +198,13 @@ def _sharding_to_json(s: Any) -> Any:
         return None
     spec = [list(e) if isinstance(e, tuple) else e for e in s.spec]
     dev = getattr(s.mesh, "abstract_device", None)
-    return {"axes": list(s.mesh.axis_names), "sizes": list(s.mesh.axis_sizes),
-            "types": [t.name for t in s.mesh.axis_types], "spec": spec, "sym": s.symbol,
-            "device": None if dev is None else [dev.device_kind, dev.num_cores, dev.platform]}
+    out = {"axes": list(s.mesh.axis_names), "sizes": list(s.mesh.axis_sizes),
+           "types": [t.name for t in s.mesh.axis_types], "spec": spec, "sym": s.symbol,
+           "device": None if dev is None else [dev.device_kind, dev.num_cores, dev.platform]}
+    for k in ("unreduced", "reduced"):  # (as JAX's serialization: a PartitionSpec's sets are kept)
+        if getattr(s.spec, k, None):
+            out[k] = sorted(getattr(s.spec, k), key=str)
+    return out
 
 
 def _sharding_from_json(j: Any) -> Any:
@@ -212,7 +216,8 @@ def _sharding_from_json(j: Any) -> Any:
     dev = j.get("device")
     mesh = AbstractMesh(tuple(j["sizes"]), tuple(j["axes"]), tuple(AxisType[t] for t in j["types"]),
                         abstract_device=None if dev is None else AbstractDevice(*dev))
-    spec = PartitionSpec(*(tuple(e) if isinstance(e, list) else e for e in j["spec"]))
+    spec = PartitionSpec(*(tuple(e) if isinstance(e, list) else e for e in j["spec"]),
+                         unreduced=frozenset(j.get("unreduced", ())), reduced=frozenset(j.get("reduced", ())))
     return ExportedSharding(mesh, spec, j["sym"])
 
 

@@ -99,12 +99,13 @@ def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None
         out = S.transpose_p.bind(out, permutation=(*range(1, nb + 1), 0, nb + 1))
     else:
         batch = broadcast_shapes(name, [xb, yb], (x, y))
-        if 1 in batch:
-            # Batch axes of size 1 on both sides (as JAX, which squeezes them): the product without them,
-            # then the axes put back.
+        sq = _squeezable(batch, ((x, xb), (y, yb))) if 1 in batch else frozenset()
+        if sq:
+            # Batch axes of size 1 on both sides and sharded on neither (as JAX, which squeezes them): the
+            # product without them, then the axes put back.  A sharded one stays a batch axis of the product.
             def drop(v: Any, vb: tuple) -> Any:
                 off = len(batch) - len(vb)
-                kept = tuple(d for i, d in enumerate(vb) if batch[off + i] != 1)
+                kept = tuple(d for i, d in enumerate(vb) if off + i not in sq)
                 return _reshape(v, kept + tuple(shape_of(v))[-2:])
 
             inner = batched_matmul(name, drop(x, xb), drop(y, yb), preferred_element_type, precision, weak)
@@ -116,6 +117,19 @@ def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None
         dn = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
         out = dot_general(x, y, dn, preferred_element_type, precision, weak)
     return _unvec(out, x_vec, y_vec)
+
+
+def _squeezable(batch: tuple, operands: tuple) -> frozenset:
+    """The positions of the size-1 broadcast batch axes that no operand shards (JAX's matmul squeezes only
+    those; a batch axis typed over a mesh axis stays one, so the product keeps its sharding type)."""
+    from ftrans.core.sharding_rules import array_aval, spec_of
+
+    out = set(i for i, d in enumerate(batch) if d == 1)
+    for v, vb in operands:
+        spec = spec_of(array_aval(v))
+        off = len(batch) - len(vb)
+        out -= {off + i for i in range(len(vb)) if spec[i] is not None}
+    return frozenset(out)
 
 
 def _unvec(out: Any, x_vec: bool, y_vec: bool) -> Any:

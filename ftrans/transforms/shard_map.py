@@ -998,7 +998,8 @@ def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> li
             return [(u & axes, r & axes) for u, r in zip(us, rs)][:n]
         else:  # no rule: in a fully manual body JAX gives the results no sets (it raises only over Explicit axes)
             return [(_EMPTY, _EMPTY)] * n
-    u, r = rule(prim.name, _BODY.stack[-1] if _BODY.stack else None, (), *avals, **params)
+    with sr.in_body(axes):
+        u, r = rule(prim.name, _BODY.stack[-1] if _BODY.stack else None, (), *avals, **params)
     return [(frozenset(u) & axes, frozenset(r) & axes)] * n
 
 

@@ -110,6 +110,32 @@ def _write_y(buf: Any, y: Any, i: Any) -> Any:
     return S.dynamic_update_slice_p.bind(buf, upd, i, *[zero] * (buf.ndim - 1))
 
 
+def _laid_out_as(v: Any, body_aval: Any, stacked: bool = False) -> Any:
+    """An untyped operand of a scan whose body takes a typed (sharded, not unreduced) value there, given that
+    layout (a cotangent seeded untyped, say): the body's typed operations are replayed on typed values."""
+    sh = getattr(body_aval, "typed_sharding", None)
+    if sh is None or sh.spec.unreduced or getattr(aval_of(v), "typed_sharding", None) is not None:
+        return v
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+
+    spec = PartitionSpec(*((None,) if stacked else ()), *sh.spec, reduced=sh.spec.reduced)
+    return sharding_constraint_p.bind(v, sharding=NamedSharding(sh.mesh, spec))
+
+
+def _typed_buffer(y_aval: Any, buf: Any) -> Any:
+    """A scan's buffer of outputs typed unreduced/reduced over mesh axes takes that type from the start (as
+    JAX's): the partitioner then keeps the loop's partial sums as they are instead of reducing them."""
+    sh = getattr(y_aval, "typed_sharding", None)
+    if sh is None or not (sh.spec.unreduced or sh.spec.reduced):
+        return buf
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+
+    spec = PartitionSpec(None, *sh.spec, unreduced=sh.spec.unreduced, reduced=sh.spec.reduced)
+    return sharding_constraint_p.bind(buf, sharding=NamedSharding(sh.mesh, spec))
+
+
 def scan_to_while(in_avals: list[ShapedArray], *, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
                   length: int, reverse: bool, unroll: int) -> ClosedJaxpr:
     """An ftrans program with the scan's inputs and outputs that runs it as a ``while`` loop."""
@@ -127,10 +153,14 @@ def scan_to_while(in_avals: list[ShapedArray], *, jaxpr: ClosedJaxpr, num_consts
 
     def run(*args: Any) -> list:
         consts, carry, xs = scan_split(args, num_consts, num_carry)
+        body_in = scan_split(jaxpr.in_avals, num_consts, num_carry)
+        consts = [_laid_out_as(v, a) for v, a in zip(consts, body_in[0])]
+        carry = [_laid_out_as(v, a) for v, a in zip(carry, body_in[1])]
+        xs = [_laid_out_as(v, a, stacked=True) for v, a in zip(xs, body_in[2])]
         # The buffers take the outputs' exact dtypes (an int64 output of a body traced under enable_x64
         # stays int64 though this lowering runs with x64 off), so no canonicalizing NumPy constant here.
-        ys = [S.broadcast_in_dim_p.bind(Array._new(np.zeros((), a.dtype), False), shape=(length,) + a.shape,
-                                        broadcast_dimensions=())
+        ys = [_typed_buffer(a, S.broadcast_in_dim_p.bind(Array._new(np.zeros((), a.dtype), False),
+                                                         shape=(length,) + a.shape, broadcast_dimensions=()))
               for a in y_avals]
         n_c, n_x = len(consts), len(xs)
         if trips:

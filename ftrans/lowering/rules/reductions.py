@@ -247,6 +247,11 @@ def _dot_general(ctx: LoweringContext, lhs, rhs, *, dimension_numbers, precision
         # a pair of Precision members (their str is the StableHLO name)
         attrs["precision_config"] = "[" + ", ".join(f"#stablehlo<precision {p}>" for p in precision) + "]"
     y = ctx.emit1("stablehlo.dot_general", [lhs, rhs], mt.tensor_type(out.shape, calc), attrs)
+    sh = getattr(out, "typed_sharding", None)
+    if sh is not None and sh.spec.unreduced and calc != np.dtype(out.dtype):
+        # The partial sums are the product's own (before the conversion): the partitioner then keeps them
+        # unreduced rather than reducing the product and reading the full sums as partial ones.
+        y = ctx.module._typed(ctx.fn, y, out)
     if np.dtype(out.dtype) == _BOOL:  # a boolean product is "any term is true"
         zero = ctx.broadcast(ctx.scalar(0, calc), ShapedArray((), calc), out.shape)
         return compare(ctx.fn, y, zero, calc, "NE", shape=tuple(out.shape))

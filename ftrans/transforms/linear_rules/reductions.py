@@ -8,6 +8,7 @@ dimensions back in the operand's order.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -56,24 +57,40 @@ def _dot_transpose_operand(ct: Any, other: Any, this_aval: Any, this_contract: t
     # The cotangent and ``other`` may differ in dtype (mixed operands, a preferred type): dot_general takes
     # them as they are, and the result is converted to ``this``'s dtype below, as JAX's transpose does.
     prec, pref = params.get("precision"), params.get("preferred_element_type")
-    if this_is_lhs:
-        ct_other_kept = tuple(range(nb + len(this_kept), nb + len(this_kept) + len(other_kept)))
-        out = R.dot_general_p.bind(ct, other, dimension_numbers=((ct_other_kept, other_kept),
-                                                                 (ct_batch, tuple(other_batch))),
-                                   precision=prec, preferred_element_type=pref)
-        layout = list(this_batch) + this_kept + mapped
-    else:
-        ct_other_kept = tuple(range(nb, nb + len(other_kept)))
-        out = R.dot_general_p.bind(other, ct, dimension_numbers=((other_kept, ct_other_kept),
-                                                                 (tuple(other_batch), ct_batch)),
-                                   precision=prec, preferred_element_type=pref)
-        layout = list(this_batch) + mapped + this_kept
+    layout = list(this_batch) + (this_kept + mapped if this_is_lhs else mapped + this_kept)
+    with _ct_layout(this_aval, layout):
+        if this_is_lhs:
+            ct_other_kept = tuple(range(nb + len(this_kept), nb + len(this_kept) + len(other_kept)))
+            out = R.dot_general_p.bind(ct, other, dimension_numbers=((ct_other_kept, other_kept),
+                                                                     (ct_batch, tuple(other_batch))),
+                                       precision=prec, preferred_element_type=pref)
+        else:
+            ct_other_kept = tuple(range(nb, nb + len(other_kept)))
+            out = R.dot_general_p.bind(other, ct, dimension_numbers=((other_kept, ct_other_kept),
+                                                                     (tuple(other_batch), ct_batch)),
+                                       precision=prec, preferred_element_type=pref)
     perm = tuple(int(i) for i in np.argsort(layout))
     if perm != tuple(range(len(perm))):
         out = S.transpose_p.bind(out, permutation=perm)
     if aval_of(out).dtype != this_aval.dtype:
         out = S.convert_element_type_p.bind(out, new_dtype=this_aval.dtype, weak_type=this_aval.weak_type)
     return out
+
+
+def _ct_layout(this_aval: Any, layout: list) -> Any:
+    """As JAX's transpose, the product giving a typed operand's cotangent is typed as that cotangent (the
+    operand's spec in the product's dimension order, its reduced axes unreduced): a cotangent of a weight
+    reduced over ``x`` is the devices' partial sums, with no all-reduce."""
+    sh = getattr(this_aval, "typed_sharding", None)
+    if sh is None:
+        return contextlib.nullcontext()
+    from ftrans.core.sharding_rules import out_sharding_override, with_ur
+
+    spec = sh.spec.to_ct_spec() if sh.spec.unreduced or sh.spec.reduced else sh.spec
+    entries = tuple(spec)
+    entries = entries + (None,) * (len(this_aval.shape) - len(entries))
+    shape = tuple(this_aval.shape[d] for d in layout)
+    return out_sharding_override(shape, with_ur([entries[d] for d in layout], spec.unreduced, spec.reduced))
 
 
 @register_transpose(R.dot_general_p)

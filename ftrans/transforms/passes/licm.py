@@ -36,6 +36,23 @@ __all__ = ["LoopInvariantCodeMotion"]
 _CHEAP = {"broadcast_in_dim", "iota"}
 
 
+def _stacked(aval: ShapedArray, n: int) -> ShapedArray:
+    """The aval of ``n`` values of ``aval`` stacked along a new leading axis (a sharding type kept, the new
+    axis unsplit: the product taking them types its result from its operands, as in the loop)."""
+    out = ShapedArray((n,) + tuple(aval.shape), aval.dtype, aval.weak_type)
+    sh = aval.typed_sharding
+    if sh is None:
+        return out
+    from ftrans.core.sharding_rules import spec_of, typed, with_ur
+
+    return typed(out, sh.mesh, with_ur((None,) + spec_of(aval), sh.spec.unreduced, sh.spec.reduced))
+
+
+def _sets(aval: Any) -> tuple:
+    sh = getattr(aval, "typed_sharding", None)
+    return (sh.spec.unreduced, sh.spec.reduced) if sh is not None else (frozenset(), frozenset())
+
+
 def _movable(eqn: JaxprEqn) -> bool:
     return eqn.primitive.name not in IMPURE and not has_bodies(eqn)
 
@@ -210,15 +227,14 @@ class LoopInvariantCodeMotion(Pass):
         def fn(*args):
             return vmap(lambda *b: eval_jaxpr(inner, [], *args[:n_unb], *b), in_axes=0)(*args[n_unb:])
 
-        avals = [a.aval for a in unb] + [ShapedArray((length,) + a.aval.shape, a.aval.dtype, a.aval.weak_type)
-                                         for a in bat]
+        avals = [a.aval for a in unb] + [_stacked(a.aval, length) for a in bat]
         try:
             with source_info_as(source_info):
                 closed, _ = stage(lambda *a: list(fn(*a)), avals)
         except Exception:  # noqa: BLE001 - a body vmap cannot batch stays in the loop
             return None
-        if closed.consts:
-            return None
+        if closed.consts or any(_sets(o.aval) != _sets(b) for o, b in zip(outs, closed.out_avals)):
+            return None  # (a batched result that lost its unreduced/reduced axes: the work stays in the loop)
         del consts_in, inv_needed
         return closed.jaxpr, unb + bat
 
@@ -283,7 +299,7 @@ class LoopInvariantCodeMotion(Pass):
                     outer_ops.append(new_scan_outs[[id(n) for n in new_outs].index(id(x))])
                 else:
                     new_outs.append(x)
-                    ov = Var(ShapedArray((T,) + x.aval.shape, x.aval.dtype, x.aval.weak_type))
+                    ov = Var(_stacked(x.aval, T))
                     new_scan_outs.append(ov)
                     outer_ops.append(ov)
             body_eqns = [e for e in j.eqns if e is not add and e is not dot]
