@@ -598,6 +598,16 @@ def same_as_first(mesh: Any, out: Any, x: ShapedArray, *rest: Any, **params: Any
     return mesh, spec_of(x)
 
 
+def to_edtype(mesh: Any, out: Any, x: ShapedArray, **params: Any) -> Any:
+    """To an extended dtype: laid out as its representation, whose trailing element axes go (JAX's rule)."""
+    return mesh, spec_of(x)[:len(out.shape)]
+
+
+def from_edtype(mesh: Any, out: Any, x: ShapedArray, **params: Any) -> Any:
+    """From an extended dtype: its representation laid out as it, the element axes unsplit."""
+    return mesh, spec_of(x) + (None,) * (len(out.shape) - len(x.shape))
+
+
 def rng_bit_generator(mesh: Any, out: Any, key: ShapedArray, *, shape: Sequence[int], **params: Any) -> Any:
     """The new key keeps the key's type; the bits are unsplit (``out_sharding=`` lays them out afterwards)."""
     return [(mesh, spec_of(key)), (mesh, (None,) * len(shape))]

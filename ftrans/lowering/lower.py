@@ -33,7 +33,7 @@ import numpy as np
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, NameStack, subjaxprs
-from ftrans.core.keys import KeyDtype
+from ftrans.core.keys import KeyDtype, is_user_edtype, physical_element
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.errors import FtransError, FtransNotImplementedError, InconclusiveDimensionOperation
@@ -436,7 +436,10 @@ class ModuleLowering:
             return ssa
         from ftrans.lowering.sdy import sharding_attr
 
-        attr = sharding_attr(self.mesh_symbol(sh.mesh), sh.spec, len(aval.shape), sh.mesh.axis_names)
+        ndim = len(aval.shape)
+        if is_user_edtype(aval.dtype):  # (an extended dtype's values: their representation's trailing axes)
+            ndim += len(physical_element(aval.dtype)[0])
+        attr = sharding_attr(self.mesh_symbol(sh.mesh), sh.spec, ndim, sh.mesh.axis_names)
         return fn.emit("sdy.sharding_constraint", [ssa], [fn.types[ssa]], {"sharding": attr})[0]
 
     def text(self) -> str:
