@@ -307,7 +307,9 @@ def _cast(tree: Any, mesh: Mesh) -> Any:
         sh = x.aval.typed_sharding
         if sh is None or sh.mesh == mesh:
             return x
-        return sharding_constraint_p.bind(x, sharding=NamedSharding(mesh, sh.spec))
+        target = NamedSharding(mesh, sh.spec)
+        target._type_cast = True
+        return sharding_constraint_p.bind(x, sharding=target)
 
     return tree_util.tree_map(one, tree)
 

@@ -615,6 +615,10 @@ class SingleDeviceSharding(Sharding):
 class NamedSharding(Sharding):
     """``mesh`` and ``spec``: dimension ``d`` is split over the mesh axes ``spec[d]`` names."""
 
+    # Set on the target of a ``reshard``/mesh cast inside a program (a copy): JAX lowers those as the result's
+    # sharding type (nothing over a mesh whose axes are all Auto), not as a ``with_sharding_constraint``.
+    _type_cast = False
+
     def __init__(self, mesh: Mesh, spec: Any, *, memory_kind: str | None = None, _open_ok: bool = False):
         if spec is None:  # as JAX's: the spec is required (P() is the replicated layout)
             raise FtransTypeError("NamedSharding: Unexpected None for spec; pass a PartitionSpec (P() for a "

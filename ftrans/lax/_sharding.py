@@ -97,6 +97,9 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                         out.append(leaf)  # (JAX's: an assert only, no equation)
                         continue
                     s = _with_type_axes(leaf.aval if isinstance(leaf, Tracer) else None, s)
+                else:  # a reshard, an ``out_sharding=``: the value's new type (JAX lowers it as one)
+                    s = NamedSharding(s.mesh, s.spec, memory_kind=s.memory_kind)
+                    s._type_cast = True
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 _check_spmd_batched(leaf, s)
