@@ -136,12 +136,15 @@ _local = threading.local()
 
 
 @contextmanager
-def out_sharding_override(shape: Sequence[int] | None, spec: Any) -> Any:
+def out_sharding_override(shape: Sequence[int] | None, spec: Any, mesh: Any = None) -> Any:
     """Inside the block, a typed ``dot_general`` or ``reshape`` whose result has ``shape`` takes ``spec`` as
     its type (the ``out_sharding=`` of ``lax.dot_general``/``jnp.einsum``/``lax.reshape``; the JVP's products
-    of the same shape too); one of another shape (an einsum's intermediate) is typed leniently."""
+    of the same shape too); one of another shape (an einsum's intermediate) is typed leniently.  With ``mesh``
+    (a transposition rule's, as JAX's pass ``out_sharding``), a result of ``shape`` is typed over it even when
+    its operands are untyped (a ``broadcast_in_dim`` of a scalar cotangent)."""
     prev = getattr(_local, "out", None)
-    _local.out = (None if shape is None else tuple(shape), spec if isinstance(spec, PartitionSpec) else tuple(spec))
+    _local.out = (None if shape is None else tuple(shape), spec if isinstance(spec, PartitionSpec) else tuple(spec),
+                  mesh)
     try:
         yield
     finally:
@@ -249,7 +252,10 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
             return out
         return [_plain(o) for o in out] if prim.multiple_results else _plain(out)
     if mesh is None and not prim.sets_sharding:
-        return out
+        over = getattr(_local, "out", None)
+        if over is None or over[2] is None or prim.multiple_results or over[0] != tuple(out.shape):
+            return out
+        mesh = over[2]  # (typed over the mesh a transposition rule gives its result)
     try:
         res = rule(mesh, out, *avals, **params)
     except ShardingTypeError as e:
@@ -639,6 +645,9 @@ def reduce_sum(mesh: Any, out: Any, x: ShapedArray, *, axes: Sequence[int], **pa
 
 def broadcast_in_dim(mesh: Any, out: Any, x: ShapedArray, *dyn: Any, shape: Sequence[int],
                      broadcast_dimensions: Sequence[int], **params: Any) -> Any:
+    over, _ = _override(out)
+    if over is not None:  # (a transposition rule's: JAX's ``out_sharding`` of the broadcast)
+        return mesh, over
     spec = [None] * len(shape)
     for e, d, n in zip(spec_of(x), broadcast_dimensions, x.shape):
         spec[d] = e if n == shape[d] else None
