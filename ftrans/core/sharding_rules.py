@@ -690,6 +690,9 @@ def reshape(mesh: Any, out: Any, x: ShapedArray, *, new_sizes: Sequence[int], di
     if dimensions is not None:
         raise _reshape_error(x, new_sizes)
     old = [(n, e) for n, e in zip(x.shape, spec) if n != 1]
+    if [n for n, _ in old] == [n for n in new_sizes if n != 1]:  # only size-1 dimensions come or go (JAX's rule)
+        kept = iter(e for _, e in old)
+        return mesh, tuple(None if n == 1 else next(kept) for n in new_sizes)
     if any(n == 1 and e is not None for n, e in zip(x.shape, spec)):
         raise _reshape_error(x, new_sizes)
     new = [n for n in new_sizes if n != 1]
