@@ -103,6 +103,21 @@ def array_aval(x: Any) -> ShapedArray:
     return aval
 
 
+def operand_type(x: Any) -> ShapedArray | None:
+    """The typed abstract value of an operand (a tracer's, or a concrete array's laid out over Explicit mesh
+    axes); None when it has no sharding type.  For the APIs whose JAX primitive checks the layout itself."""
+    from ftrans.core.trace import Tracer
+
+    a = x.aval if isinstance(x, Tracer) else array_aval(x)
+    return a if a.typed_sharding is not None else None
+
+
+def check_split(name: str, x: ShapedArray, out_shapes: Sequence[Sequence[int]]) -> None:
+    """JAX's rule of ``split``-like primitives: a split dimension whose pieces it does not divide raises."""
+    for shape in out_shapes:
+        _varying_shape(name, x, shape, x.typed_sharding.mesh)
+
+
 def spec_of(aval: ShapedArray) -> tuple:
     """An aval's spec entries (all None for an untyped one: replicated as far as the rules are concerned)."""
     sh = aval.typed_sharding
