@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.primitive import mark_unsupported
-from ftrans.core.sharding_rules import out_sharding_override
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
+from ftrans.core.sharding_rules import out_sharding_override
 from ftrans.core.trace import aval_of
 from ftrans.transforms.transpose import is_undefined, register_transpose
 
