@@ -307,7 +307,14 @@ def _cast(tree: Any, mesh: Mesh) -> Any:
         sh = x.aval.typed_sharding
         if sh is None or sh.mesh == mesh:
             return x
-        return sharding_constraint_p.bind(x, sharding=NamedSharding(mesh, sh.spec))
+        spec = sh.spec
+        if not (spec.unreduced or spec.reduced):  # (the entries naming axes not Explicit there go, as JAX's)
+            from ftrans.core.sharding_rules import explicit_spec
+
+            spec = P(*(explicit_spec(spec, mesh, len(x.aval.shape)) or ()))
+        target = NamedSharding(mesh, spec)
+        target._type_cast = True
+        return sharding_constraint_p.bind(x, sharding=target)
 
     return tree_util.tree_map(one, tree)
 

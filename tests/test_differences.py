@@ -611,6 +611,18 @@ def test_printed_jitted_body_has_been_through_the_ir_passes():
     assert ftrans.make_jaxpr(build(ftrans, optimizations="none"))(x).pretty_print() == theirs
 
 
+def test_str_short_names_the_dtype_short_by_default():
+    from ftrans.core.avals import ShapedArray
+
+    theirs, ours = jax.core.ShapedArray((8, 2), np.float32), ShapedArray((8, 2), np.float32)
+    assert theirs.str_short() == "float32[8,2]" and theirs.str_short(short_dtypes=True) == "f32[8,2]"
+    assert ours.str_short() == "f32[8,2]"
+    if jax.local_device_count() >= 2:  # a sharding type: the same, and ``short_dtypes=False`` gives JAX's default
+        am = ftrans.sharding.AbstractMesh((2,), ("x",), axis_types=(ftrans.sharding.AxisType.Explicit,))
+        typed = ShapedArray((8, 2), np.float32, sharding=ftrans.NamedSharding(am, ftrans.P("x")))
+        assert typed.str_short() == "f32[8@x,2]" and typed.str_short(short_dtypes=False) == "float32[8@x,2]"
+
+
 # ---------------------------------------------------------------- jit: the stability rewrites
 def test_jit_rewrites_log_softmax_stably():
     x = np.array([0., 100., 200., -300.], np.float32)

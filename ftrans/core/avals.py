@@ -26,11 +26,11 @@ class ShapedArray(AbstractValue):
     or a key dtype.  A sharding type (``sharding`` not None) is :class:`ShardedAval`'s alone.
     """
 
-    __slots__ = ("shape", "dtype", "weak_type", "_hash")
-    # The value's layout type over a mesh with Explicit axes (a NamedSharding), or None: not typed
-    # (single device, Auto axes: XLA's partitioner chooses). Only ``ShardedAval`` sets it; ftrans's own
-    # code asks this (``sharding`` is what a user reads: JAX's type sharding, never None).
-    typed_sharding: Any = None
+    # ``typed_sharding``: the value's layout type over a mesh with Explicit axes (a NamedSharding), or None: not
+    # typed (single device, Auto axes: XLA's partitioner chooses). Only a ``ShardedAval`` has one; ftrans's own
+    # code asks this (``sharding`` is what a user reads: JAX's type sharding, never None).  (A slot here, so
+    # that ``ShapedArray(..., sharding=)`` of a sharding type can make its instance a ShardedAval.)
+    __slots__ = ("shape", "dtype", "weak_type", "_hash", "typed_sharding")
 
     @property
     def sharding(self) -> Any:
@@ -59,16 +59,36 @@ class ShapedArray(AbstractValue):
             shape = tuple(shape)
         if not isinstance(dtype, np.dtype) and not is_extended_dtype(dtype):
             dtype = np.dtype(dtype)
-        if sharding is not None and not _untyped_sharding(sharding):
-            from ftrans.errors import FtransValueError
-
-            raise FtransValueError(
-                f"ShapedArray(sharding={sharding!r}): ftrans's plain abstract values carry no sharding; a value "
-                "with a sharding type has a ShardedAval")
         self.shape = shape
         self.dtype = dtype
         self.weak_type = weak_type
         self._hash = hash((shape, dtype, weak_type))
+        self.typed_sharding = None
+        if sharding is not None and not _untyped_sharding(sharding):
+            self._as_typed(sharding)
+
+    def _as_typed(self, sharding: Any) -> None:
+        """JAX's ``ShapedArray(shape, dtype, sharding=...)`` of a sharding type: this value becomes the
+        ShardedAval of that type (its spec completed to the rank; each split dimension must divide)."""
+        from ftrans.core.sharding import NamedSharding, Sharding, as_spec
+        from ftrans.core.sharding_rules import typed_aval
+        from ftrans.errors import FtransValueError
+
+        if not isinstance(sharding, Sharding) and getattr(sharding, "spec", None) is not None:
+            sharding = NamedSharding(sharding.mesh, as_spec(sharding.spec))  # a jax NamedSharding: its twin
+        t = typed_aval(ShapedArray(self.shape, self.dtype, self.weak_type), sharding)
+        sh = t.typed_sharding
+        if sh is None:
+            return
+        for dim, (e, n) in enumerate(zip(sh.spec, self.shape)):
+            axes = () if e is None else (e,) if isinstance(e, str) else tuple(e)
+            size = math.prod(sh.mesh.shape[a] for a in axes)
+            if isinstance(n, int) and n % size:
+                raise FtransValueError(
+                    f"Sharding spec {axes} implies that array axis {dim} is partitioned {size} times, but does not "
+                    f"evenly divide the dimension size {n}. Got shape {self.shape} and sharding {sharding}")
+        self.__class__ = type(t)
+        self.typed_sharding = sh
 
     @property
     def ndim(self) -> int:
@@ -213,7 +233,7 @@ class ShardedAval(ShapedArray):
     (core/sharding_rules.py) set the sharding of their results themselves.
     """
 
-    __slots__ = ("typed_sharding",)
+    __slots__ = ()
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool, sharding: Any):
         ShapedArray.__init__(self, shape, dtype, weak_type)

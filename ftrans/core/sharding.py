@@ -615,7 +615,11 @@ class SingleDeviceSharding(Sharding):
 class NamedSharding(Sharding):
     """``mesh`` and ``spec``: dimension ``d`` is split over the mesh axes ``spec[d]`` names."""
 
-    def __init__(self, mesh: Mesh, spec: Any, *, memory_kind: str | None = None):
+    # Set on the target of a ``reshard``/mesh cast inside a program (a copy): JAX lowers those as the result's
+    # sharding type (nothing over a mesh whose axes are all Auto), not as a ``with_sharding_constraint``.
+    _type_cast = False
+
+    def __init__(self, mesh: Mesh, spec: Any, *, memory_kind: str | None = None, _open_ok: bool = False):
         if spec is None:  # as JAX's: the spec is required (P() is the replicated layout)
             raise FtransTypeError("NamedSharding: Unexpected None for spec; pass a PartitionSpec (P() for a "
                                   "replicated layout)")
@@ -640,6 +644,11 @@ class NamedSharding(Sharding):
         check_spec(spec, mesh, "NamedSharding")
         if spec.unreduced or spec.reduced:
             _check_mesh_unreduced(mesh, spec)
+        if not _open_ok and PartitionSpec.UNCONSTRAINED in tuple(spec) and \
+                AxisType.Auto not in tuple(mesh.axis_types or ()):
+            raise FtransValueError(  # (JAX's check: only the partitioner's Auto axes can fill such a dimension)
+                f"{spec!r} cannot contain `P.UNCONSTRAINED` when no mesh axis_types are `Auto`. Got mesh axis_types: "
+                f"{tuple(mesh.axis_types or ())}")
         self.mesh = mesh
         self.spec = spec
         self.memory_kind = memory_kind

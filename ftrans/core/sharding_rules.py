@@ -103,6 +103,21 @@ def array_aval(x: Any) -> ShapedArray:
     return aval
 
 
+def operand_type(x: Any) -> ShapedArray | None:
+    """The typed abstract value of an operand (a tracer's, or a concrete array's laid out over Explicit mesh
+    axes); None when it has no sharding type.  For the APIs whose JAX primitive checks the layout itself."""
+    from ftrans.core.trace import Tracer
+
+    a = x.aval if isinstance(x, Tracer) else array_aval(x)
+    return a if a.typed_sharding is not None else None
+
+
+def check_split(name: str, x: ShapedArray, out_shapes: Sequence[Sequence[int]]) -> None:
+    """JAX's rule of ``split``-like primitives: a split dimension whose pieces it does not divide raises."""
+    for shape in out_shapes:
+        _varying_shape(name, x, shape, x.typed_sharding.mesh)
+
+
 def spec_of(aval: ShapedArray) -> tuple:
     """An aval's spec entries (all None for an untyped one: replicated as far as the rules are concerned)."""
     sh = aval.typed_sharding
@@ -136,12 +151,15 @@ _local = threading.local()
 
 
 @contextmanager
-def out_sharding_override(shape: Sequence[int] | None, spec: Any) -> Any:
+def out_sharding_override(shape: Sequence[int] | None, spec: Any, mesh: Any = None) -> Any:
     """Inside the block, a typed ``dot_general`` or ``reshape`` whose result has ``shape`` takes ``spec`` as
     its type (the ``out_sharding=`` of ``lax.dot_general``/``jnp.einsum``/``lax.reshape``; the JVP's products
-    of the same shape too); one of another shape (an einsum's intermediate) is typed leniently."""
+    of the same shape too); one of another shape (an einsum's intermediate) is typed leniently.  With ``mesh``
+    (a transposition rule's, as JAX's pass ``out_sharding``), a result of ``shape`` is typed over it even when
+    its operands are untyped (a ``broadcast_in_dim`` of a scalar cotangent)."""
     prev = getattr(_local, "out", None)
-    _local.out = (None if shape is None else tuple(shape), spec if isinstance(spec, PartitionSpec) else tuple(spec))
+    _local.out = (None if shape is None else tuple(shape), spec if isinstance(spec, PartitionSpec) else tuple(spec),
+                  mesh)
     try:
         yield
     finally:
@@ -249,7 +267,10 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
             return out
         return [_plain(o) for o in out] if prim.multiple_results else _plain(out)
     if mesh is None and not prim.sets_sharding:
-        return out
+        over = getattr(_local, "out", None)
+        if over is None or over[2] is None or prim.multiple_results or over[0] != tuple(out.shape):
+            return out
+        mesh = over[2]  # (typed over the mesh a transposition rule gives its result)
     try:
         res = rule(mesh, out, *avals, **params)
     except ShardingTypeError as e:
@@ -616,6 +637,16 @@ def same_as_first(mesh: Any, out: Any, x: ShapedArray, *rest: Any, **params: Any
     return mesh, spec_of(x)
 
 
+def to_edtype(mesh: Any, out: Any, x: ShapedArray, **params: Any) -> Any:
+    """To an extended dtype: laid out as its representation, whose trailing element axes go (JAX's rule)."""
+    return mesh, spec_of(x)[:len(out.shape)]
+
+
+def from_edtype(mesh: Any, out: Any, x: ShapedArray, **params: Any) -> Any:
+    """From an extended dtype: its representation laid out as it, the element axes unsplit."""
+    return mesh, spec_of(x) + (None,) * (len(out.shape) - len(x.shape))
+
+
 def rng_bit_generator(mesh: Any, out: Any, key: ShapedArray, *, shape: Sequence[int], **params: Any) -> Any:
     """The new key keeps the key's type; the bits are unsplit (``out_sharding=`` lays them out afterwards)."""
     return [(mesh, spec_of(key)), (mesh, (None,) * len(shape))]
@@ -647,6 +678,9 @@ def reduce_sum(mesh: Any, out: Any, x: ShapedArray, *, axes: Sequence[int], **pa
 
 def broadcast_in_dim(mesh: Any, out: Any, x: ShapedArray, *dyn: Any, shape: Sequence[int],
                      broadcast_dimensions: Sequence[int], **params: Any) -> Any:
+    over, _ = _override(out)
+    if over is not None:  # (a transposition rule's: JAX's ``out_sharding`` of the broadcast)
+        return mesh, over
     spec = [None] * len(shape)
     for e, d, n in zip(spec_of(x), broadcast_dimensions, x.shape):
         spec[d] = e if n == shape[d] else None
@@ -689,6 +723,9 @@ def reshape(mesh: Any, out: Any, x: ShapedArray, *, new_sizes: Sequence[int], di
     if dimensions is not None:
         raise _reshape_error(x, new_sizes)
     old = [(n, e) for n, e in zip(x.shape, spec) if n != 1]
+    if [n for n, _ in old] == [n for n in new_sizes if n != 1]:  # only size-1 dimensions come or go (JAX's rule)
+        kept = iter(e for _, e in old)
+        return mesh, tuple(None if n == 1 else next(kept) for n in new_sizes)
     if any(n == 1 and e is not None for n, e in zip(x.shape, spec)):
         raise _reshape_error(x, new_sizes)
     new = [n for n in new_sizes if n != 1]

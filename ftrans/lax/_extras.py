@@ -215,6 +215,11 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list:
             f"Sum of sizes {sum(sizes)} must be equal to dimension {shape[ax]} of the operand shape {shape}"
             if all(s >= 0 for s in sizes) else f"Sizes must be nonnegative, got {sizes}"
         )
+    from ftrans.core.sharding_rules import check_split, operand_type
+
+    typed = operand_type(op)
+    if typed is not None:  # (JAX's split primitive: its own message)
+        check_split("split", typed, [shape[:ax] + (s,) + shape[ax + 1:] for s in sizes])
     out, start = [], 0
     for s in sizes:
         out.append(lax.slice_in_dim(op, start, start + s, axis=ax))

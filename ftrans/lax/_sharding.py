@@ -97,8 +97,13 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
             if isinstance(s, NamedSharding):
                 _check_not_manual(_what, s)
                 if _what == "with_sharding_constraint":
-                    _assert_as_typed(leaf.aval if isinstance(leaf, Tracer) else None, s)
+                    if _assert_as_typed(leaf.aval if isinstance(leaf, Tracer) else None, s):
+                        out.append(leaf)  # (JAX's: an assert only, no equation)
+                        continue
                     s = _with_type_axes(leaf.aval if isinstance(leaf, Tracer) else None, s)
+                else:  # a reshard, an ``out_sharding=``: the value's new type (JAX lowers it as one)
+                    s = NamedSharding(s.mesh, s.spec, memory_kind=s.memory_kind)
+                    s._type_cast = True
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 _check_spmd_batched(leaf, s)
@@ -190,14 +195,14 @@ def _check_auto(s: NamedSharding) -> None:
             f"Got spec={s.spec!r} and mesh={s.mesh.abstract_mesh!r}. You probably meant to use `reshard` API?")
 
 
-def _assert_as_typed(aval: Any, s: NamedSharding) -> None:
+def _assert_as_typed(aval: Any, s: NamedSharding) -> bool:
     """Over a mesh whose axes are all Explicit, JAX's ``with_sharding_constraint`` asserts the value's type
-    (``aval``'s) instead of moving it (``reshard`` moves it)."""
+    (``aval``'s) instead of moving it (``reshard`` moves it). True when it asserted it."""
     from ftrans.core.sharding import AxisType
 
     sh = getattr(aval, "typed_sharding", None)
     if sh is None or not s.mesh.axis_types or any(t != AxisType.Explicit for t in s.mesh.axis_types):
-        return
+        return False
     n = len(aval.shape)
     want = tuple(s.spec) + (None,) * (n - len(s.spec))
     if sh.mesh != s.mesh or PartitionSpec(*want[:n]) != sh.spec:
@@ -205,6 +210,8 @@ def _assert_as_typed(aval: Any, s: NamedSharding) -> None:
             "`with_sharding_constraint` acts as an assert when all axes of mesh are of type `Explicit`. The array "
             f"sharding: {sh.spec!r} did not match the sharding provided: {s.spec!r}. Please use "
             "`jax.sharding.reshard` to shard your input to the sharding you want.")
+    return s.memory_kind in (None, "device") and not (s.spec.unreduced or s.spec.reduced or sh.spec.unreduced
+                                                      or sh.spec.reduced)
 
 
 def _with_type_axes(aval: Any, s: NamedSharding) -> NamedSharding:

@@ -33,7 +33,7 @@ import numpy as np
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, NameStack, subjaxprs
-from ftrans.core.keys import KeyDtype
+from ftrans.core.keys import KeyDtype, is_user_edtype, physical_element
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.errors import FtransError, FtransNotImplementedError, InconclusiveDimensionOperation
@@ -392,6 +392,8 @@ class ModuleLowering:
                     f"(equation from {eqn.source_info})"
                 )
             ins = [read(a) for a in eqn.invars]
+            if self.meshes and getattr(eqn.primitive.sharding_rule, "elementwise", False) and len(eqn.outvars) == 1:
+                ins = self._nary_inputs(fn, ins, eqn)
             info = eqn.source_info
             here = prefix + info.name_stack if info is not None else prefix
             # JAX's: the names as written, then the op, around the user's frames
@@ -429,14 +431,34 @@ class ModuleLowering:
         fn.location = fn.frontend_attributes = ""
         return [read(a) for a in jaxpr.outvars]
 
+    def _nary_inputs(self, fn: mt.FuncEmitter, ins: list, eqn: Any) -> list:
+        """The operands of a typed elementwise operation laid out as its result where their own type differs
+        (JAX's lowering of one: an untyped or replicated operand is constrained to the result's layout)."""
+        out = eqn.outvars[0].aval
+        sh = out.typed_sharding
+        if sh is None or sh.spec.unreduced or sh.spec.reduced:
+            return ins
+        new = []
+        for ssa, a in zip(ins, eqn.invars):
+            have = a.aval.typed_sharding
+            if tuple(a.aval.shape) != tuple(out.shape) or (have is not None and (
+                    have == sh or have.spec.unreduced or have.spec.reduced)):
+                new.append(ssa)
+            else:
+                new.append(self._typed(fn, ssa, out))
+        return new
+
     def _typed(self, fn: mt.FuncEmitter, ssa: str, aval: Any) -> str:
         """A result with a sharding type (Explicit mesh axes) constrained to it, so XLA lays it out so."""
         sh = aval.typed_sharding
         if sh is None:
             return ssa
-        from ftrans.lowering.sdy import sharding_attr
+        from ftrans.lowering.sdy import type_sharding_attr
 
-        attr = sharding_attr(self.mesh_symbol(sh.mesh), sh.spec, len(aval.shape), sh.mesh.axis_names)
+        ndim = len(aval.shape)
+        if is_user_edtype(aval.dtype):  # (an extended dtype's values: their representation's trailing axes)
+            ndim += len(physical_element(aval.dtype)[0])
+        attr = type_sharding_attr(self.mesh_symbol(sh.mesh), sh.spec, ndim, sh.mesh)
         return fn.emit("sdy.sharding_constraint", [ssa], [fn.types[ssa]], {"sharding": attr})[0]
 
     def text(self) -> str:

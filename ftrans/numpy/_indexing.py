@@ -833,7 +833,7 @@ def _gather_index(x: Any, entries: list[_Entry], mode: GatherScatterMode, fill_v
 
 def _rewriting_take(x: Any, idx: Any, *, mode: Any = None, fill_value: Any = None,
                     indices_are_sorted: bool = False, unique_indices: bool = False,
-                    normalize: bool = True) -> Any:
+                    normalize: bool = True, out_sharding: Any = None) -> Any:
     x = as_operand(x)
     shape = shape_of(x)
     entries = _parse(idx, shape)
@@ -849,7 +849,9 @@ def _rewriting_take(x: Any, idx: Any, *, mode: Any = None, fill_value: Any = Non
             return _static_slice(x, entries, normalize)
         if _dynamic_slice_ok(entries):
             return _dynamic_slice(x, entries, normalize)
-    return _gather_index(x, entries, parsed, fill_value, indices_are_sorted, unique_indices, normalize)
+    # (``x.at[idx].get(out_sharding=)``: as JAX's, only a gather is laid out so; a slice keeps x's layout)
+    return _laid_out("get", out_sharding, x, lambda: _gather_index(x, entries, parsed, fill_value,
+                                                                  indices_are_sorted, unique_indices, normalize))
 
 
 def _getitem(x: Any, idx: Any) -> Any:
@@ -995,9 +997,9 @@ class _IndexUpdateRef:
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
             fill_value: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
         """``x[idx]``, with control over out-of-bounds handling (``mode``, ``fill_value``)."""
-        return _laid_out("get", out_sharding, self.array, lambda: _rewriting_take(
+        return _rewriting_take(
             self.array, self.index, mode=mode, fill_value=fill_value, indices_are_sorted=indices_are_sorted,
-            unique_indices=unique_indices, normalize=wrap_negative_indices))
+            unique_indices=unique_indices, normalize=wrap_negative_indices, out_sharding=out_sharding)
 
     def set(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:

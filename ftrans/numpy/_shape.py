@@ -843,6 +843,14 @@ def unstack(x: Any, /, *, axis: int = 0) -> tuple:
     if not shp:
         raise FtransValueError("unstack: the input must be at least 1-D")
     ax = canonicalize_axis("unstack", _static_int("unstack", "axis", axis), len(shp))
+    from ftrans.core.sharding_rules import operand_type
+
+    typed = operand_type(xx)
+    if typed is not None and typed.typed_sharding.spec[ax] is not None:  # (JAX's unstack primitive's check)
+        from ftrans.errors import ShardingTypeError
+
+        raise ShardingTypeError(f"unstack operand cannot be sharded on the unstacking axis {ax}. Got operand "
+                                f"type={typed.str_short()}; reshard it first")
     return tuple(
         S.squeeze_p.bind(_slice_axis(xx, ax, i, i + 1), dimensions=(ax,)) for i in range(shp[ax])
     )
@@ -1133,6 +1141,16 @@ def tile(A: Any, reps: Any) -> Any:  # noqa: N803 - NumPy's name
     x = reshape(x, a_shape)
     if all(v == 1 for v in r):
         return x
+    from ftrans.core.sharding_rules import operand_type
+
+    typed = operand_type(x)
+    if typed is not None:  # (JAX's tile primitive's check)
+        for i, (v, e) in enumerate(zip(r, typed.typed_sharding.spec)):
+            if v != 1 and e is not None:
+                from ftrans.errors import ShardingTypeError
+
+                raise ShardingTypeError(f"Operand cannot be sharded on dimension {i} when the tiling is non-trivial. "
+                                        f"Got input type: {typed.str_short()} with reps: {r}")
     wide = tuple(v for pair in zip(r, a_shape) for v in pair)
     b = S.broadcast_in_dim_p.bind(x, shape=wide, broadcast_dimensions=tuple(range(1, 2 * len(a_shape), 2)))
     return reshape(b, tuple(v * s for v, s in zip(r, a_shape)))

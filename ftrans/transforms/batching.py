@@ -195,6 +195,26 @@ def _mapped_axis_spec(ops: list, dims: list) -> tuple | None:
     return out
 
 
+def _check_unmapped_unsplit(ops: list, dims: list, mapped: tuple) -> None:
+    """An unmapped argument may not be split over the Explicit mesh axes the mapped dimension is (JAX's check:
+    each example would see only a part of it)."""
+    for x, d in zip(ops, dims):
+        if d is not not_mapped:
+            continue
+        sh = x.aval.typed_sharding if isinstance(x, Tracer) else _explicit_type(x)
+        if sh is None:
+            continue
+        used = {a for e in sh.spec if e is not None for a in ((e,) if isinstance(e, str) else e)}
+        if used & set(mapped):
+            from ftrans.core.sharding_rules import array_aval
+
+            shown = (x.aval if isinstance(x, Tracer) else array_aval(x)).str_short()
+            raise FtransValueError(
+                "Unmapped values passed to vmap cannot be sharded along the mesh axis you are vmapping over. Got "
+                f"type: {shown}, in_axes: None and vmapped mesh axis: {mapped}; reshard the unmapped argument "
+                "so it is not split over those axes")
+
+
 def _explicit_type(val: Any) -> Any:
     """The sharding type of a concrete array laid out over Explicit mesh axes (None otherwise)."""
     from ftrans.core.array import ShardedArray
@@ -564,6 +584,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             ops.append(x)
             norm.append(d % len(aval_of(x).shape))
         mapped_spec = _mapped_axis_spec(ops, norm)
+        if mapped_spec is not None:
+            _check_unmapped_unsplit(ops, norm, mapped_spec)
         if spmd_name is not None and mapped_spec is not None and tuple(spmd_name) != mapped_spec:
             raise FtransValueError(
                 f"vmap: Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis type is allowed. Got "

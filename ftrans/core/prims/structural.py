@@ -675,6 +675,8 @@ slice_p.sharding_rule = _sr.slicing("slicing")
 dynamic_slice_p.sharding_rule = _sr.slicing("dynamic_slice")
 dynamic_update_slice_p.sharding_rule = _sr.same_as_first
 rng_bit_generator_p.sharding_rule = _sr.rng_bit_generator
+to_edtype_p.sharding_rule = _sr.to_edtype
+from_edtype_p.sharding_rule = _sr.from_edtype
 _sr.typed_by_api.add(reshape_p)
 
 

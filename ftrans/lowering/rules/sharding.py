@@ -8,7 +8,7 @@ from typing import Any
 from ftrans.core.prims.sharding import device_put_p, shard_alike_p, sharding_constraint_p
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
-from ftrans.lowering.sdy import sharding_attr
+from ftrans.lowering.sdy import sharding_attr, type_sharding_attr
 
 
 @register_lowering(sharding_constraint_p)
@@ -17,6 +17,19 @@ def _constraint(ctx: LoweringContext, x: str, *, sharding: Any) -> str:
     if sym is None:  # a single-device program: nothing to partition
         return x
     ndim = len(ctx.avals_in[0].shape)
+    kinds = dict(zip(sharding.mesh.axis_names, (t.name for t in sharding.mesh.axis_types)))
+    if sharding._type_cast and not (sharding.spec.unreduced or sharding.spec.reduced) and all(
+            kinds.get(a) != "Auto" for a in sharding.spec.axes()):
+        # a reshard or mesh cast: JAX lowers the result's sharding type, which over Auto axes leaves the
+        # partitioner free (nothing at all when every axis is Auto). (ftrans's reshard naming Auto axes, which
+        # JAX refuses, lays the value out as asked: docs/differences.md.)
+        types = set(kinds.values())
+        if types == {"Auto"}:
+            return x
+        out = ctx.avals_out[0].typed_sharding
+        if "Auto" in types and out is not None and out.mesh == sharding.mesh:
+            return ctx.emit1("sdy.sharding_constraint", [x], None,
+                             {"sharding": type_sharding_attr(sym, out.spec, ndim, out.mesh)})
     if sharding.spec.unreduced:
         # To JAX's unreduced axes from a value that is not unreduced over them: the value is pinned to its own
         # layout first (replicated when it has no type), so Shardy casts it (one device keeps it, the others

@@ -60,7 +60,9 @@ def _constraint_batch(vals: list, dims: list, *, frame: Any, sharding: Any) -> t
             if own is not None and not named & set((own,) if isinstance(own, str) else own):
                 entry = own
     entries.insert(d, entry)
-    return sharding_constraint_p.bind(x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*entries))), d
+    # (_open_ok: the batch dimension left to the partitioner even over a mesh without Auto axes)
+    return sharding_constraint_p.bind(x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*entries),
+                                                                _open_ok=True)), d
 
 
 @register_batching(shard_alike_p)
