@@ -221,22 +221,26 @@ class ShardedAval(ShapedArray):
 
     @property
     def sharding(self) -> Any:
-        return self.typed_sharding
+        """JAX's type sharding: the NamedSharding over the value's mesh's ``AbstractMesh`` (a TypeSharding)."""
+        from ftrans.core.sharding import TypeSharding
+
+        ts = self.typed_sharding
+        return ts if isinstance(ts, TypeSharding) else TypeSharding.of(ts)
 
     def str_short(self, short_dtypes: bool = True) -> str:
         short = (dtypes.SHORT_NAMES.get(self.dtype) if short_dtypes else None) or self.dtype.name
         dims = []
-        for n, e in zip(self.shape, self.sharding.spec):
+        for n, e in zip(self.shape, self.typed_sharding.spec):
             if e is None:
                 dims.append(str(n))
             elif isinstance(e, tuple):
                 dims.append(f"{n}@({','.join(e)})")
             else:
                 dims.append(f"{n}@{e}")
-        spec = self.sharding.spec
+        spec = self.typed_sharding.spec
         if not spec.unreduced and not spec.reduced:
             return f"{short}[{','.join(dims)}]"
-        order = list(self.sharding.mesh.axis_names)  # JAX's {U:y, R:x}: the axes in mesh order
+        order = list(self.typed_sharding.mesh.axis_names)  # JAX's {U:y, R:x}: the axes in mesh order
         ur = []
         for k, axes in (("U", spec.unreduced), ("R", spec.reduced)):
             if axes:

@@ -352,6 +352,8 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only."""
     closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, what="eval_shape")
-    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, vma=getattr(a, "vma", None))
-              for a in closed.out_avals[:out_tree.num_leaves]]  # (refs' final values follow)
+    # (refs' final values follow); a typed output carries its sharding type (over the abstract mesh), as JAX's
+    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, vma=getattr(a, "vma", None),
+                               sharding=a.sharding if a.typed_sharding is not None else None)
+              for a in closed.out_avals[:out_tree.num_leaves]]
     return tree_util.tree_unflatten(out_tree, shapes)

@@ -1959,7 +1959,7 @@ class JitWrapped:
             dummy = tree_util.tree_unflatten(t.out_tree, [0] * len(avals))
             shardings = _flatten_prefix(self._out_shardings, dummy, len(avals), "out_shardings", self.__name__,
                                         as_given=True)
-        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=s)
+        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=_typed_or(a, s))
                   for a, s in zip(avals, shardings)]
         return tree_util.tree_unflatten(t.out_tree, shapes)
 
@@ -2024,8 +2024,16 @@ def out_info(out_tree: Any, avals: Sequence[Any], shardings: Sequence[Any] | Non
     in the output tree, each with its sharding where one is known (a compiled program's), else None."""
     shardings = shardings if shardings is not None else [None] * len(avals)
     return tree_util.tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type,
-                                                                sharding=sh)
+                                                                sharding=_typed_or(a, sh))
                                                for a, sh in zip(avals, shardings)])
+
+
+def _typed_or(aval: Any, sharding: Any) -> Any:
+    """An output's sharding for its ``ShapeDtypeStruct``: the one given, else its sharding type (over the
+    abstract mesh, as JAX's ``out_info``/``eval_shape`` give for Explicit axes), else None."""
+    if sharding is None and getattr(aval, "typed_sharding", None) is not None:
+        return aval.sharding
+    return sharding
 
 
 class _LoweringTraced(threading.local):

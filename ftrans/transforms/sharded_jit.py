@@ -922,10 +922,12 @@ class ShardedLowered(LoweredText):
 
     @property
     def out_info(self) -> Any:
-        """The outputs as ``ShapeDtypeStruct``s (no sharding before compiling), as JAX's."""
+        """The outputs as ``ShapeDtypeStruct``s (no sharding before compiling but a sharding type's, over its
+        mesh), as JAX's."""
         from ftrans.transforms.jit import out_info
 
-        return out_info(self.out_tree, self._closed.out_avals)
+        avals = self._closed.out_avals
+        return out_info(self.out_tree, avals, [getattr(a, "typed_sharding", None) for a in avals])
 
     @property
     def in_avals(self) -> Any:
