@@ -228,6 +228,12 @@ def use_abstract_mesh(mesh: Any) -> Any:
         raise FtransTypeError(f"use_abstract_mesh: expected an AbstractMesh, got {type(mesh).__name__}")
     from ftrans.transforms.shard_map import body_depth
 
+    prev = get_abstract_mesh()
+    if not prev.empty and not mesh.empty and prev.size != mesh.size:
+        raise FtransValueError(
+            f"use_abstract_mesh cannot change the size of the mesh. Got new mesh: {mesh} with size={mesh.size} and "
+            f"prev mesh: {prev} with size={prev.size}; an abstract mesh may rename or retype the axes of the mesh "
+            "in context, not change its number of devices")
     s = _abstract_stack()
     s.append((mesh, body_depth()))
     try:

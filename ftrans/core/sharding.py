@@ -630,6 +630,8 @@ class NamedSharding(Sharding):
             cur = get_mesh()
             if cur is not None and (cur.axis_names, cur.axis_sizes) == (mesh.axis_names, mesh.axis_sizes) and \
                     AxisType.Manual not in mesh.axis_types:
+                if cur.axis_types != mesh.axis_types:
+                    self._given_mesh = mesh  # (the abstract mesh given, for JAX's context-mesh check)
                 mesh = cur
         if not isinstance(mesh, (Mesh, AbstractMesh)):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
