@@ -351,9 +351,11 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
 
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only."""
+    from ftrans.transforms.jit import _typed_or
+
     closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, what="eval_shape")
     # (refs' final values follow); a typed output carries its sharding type (over the abstract mesh), as JAX's
     shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, vma=getattr(a, "vma", None),
-                               sharding=a.sharding if a.typed_sharding is not None else None)
+                               sharding=_typed_or(a, None))
               for a in closed.out_avals[:out_tree.num_leaves]]
     return tree_util.tree_unflatten(out_tree, shapes)

@@ -1116,6 +1116,8 @@ def _is_jax_spec(x: Any) -> bool:
 def _unformat(x: Any) -> Any:
     """A ``Format`` (ftrans's or JAX's: a layout and a sharding) stands for its sharding when its layout is one
     ftrans gives (the default, AUTO or None); anything else as is."""
+    if type(x) is TypeSharding:  # a value's type sharding (over its abstract mesh): the one over its mesh
+        return x.as_named()
     if type(x).__name__ != "Format" or not hasattr(x, "layout") or not hasattr(x, "sharding"):
         return x
     from ftrans.core.layout import Format, Layout, format_sharding

@@ -2038,6 +2038,11 @@ def _typed_or(aval: Any, sharding: Any) -> Any:
     abstract mesh, as JAX's ``out_info``/``eval_shape`` give for Explicit axes), else None."""
     if sharding is None and getattr(aval, "typed_sharding", None) is not None:
         return aval.sharding
+    if sharding is None and type(aval) is ShapedArray:  # untyped: unsplit over a mesh of only Explicit axes
+        sh = aval.sharding
+        m = sh.mesh
+        if not m.empty and all(t.name in ("Explicit", "Manual") for t in m.axis_types):
+            return sh
     return sharding
 
 
