@@ -236,3 +236,35 @@ def test_abstract_mesh_constraint_takes_each_calls_devices():
                     np.asarray(out_b)))
     assert res[0][:2] == res[1][:2] == ([0, 1], [2, 3])
     np.testing.assert_allclose(res[0][2], res[1][2], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- documented differences (docs/differences.md)
+def test_legacy_mesh_context_manager_serves_jit_bare_specs():
+    fm = ftrans.sharding.Mesh(np.array(ftrans.devices()[:1]), ("x",))
+    jm = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with pytest.raises(RuntimeError, match="jit requires a non-empty mesh in context"):
+            with jm:
+                jax.jit(lambda x: x, in_shardings=jax.P("x"), out_shardings=jax.P("x"))(jjnp.arange(8))
+        with fm:
+            out = ftrans.jit(lambda x: x, in_shardings=P("x"), out_shardings=P("x"))(fjnp.arange(8))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8))
+
+
+def test_untyped_result_reported_over_the_programs_mesh():
+    fm, jm = _explicit_meshes((2,), ("x",))
+    got = []
+    for lib, mesh, NS, AT in ((ftrans, fm, NamedSharding, AxisType), (jax, jm, JNamedSharding, JAxisType)):
+        with lib.set_mesh(mesh):
+            arr = lib.device_put(np.arange(16).reshape(8, 2), NS(mesh, lib.P("x")))
+
+            @lib.jit
+            def f(x):
+                with lib.sharding.use_abstract_mesh(mesh.abstract_mesh.update_axis_types({"x": AT.Auto})):
+                    return lib.reshard(x, lib.P(None, None)) if lib is jax else ftrans.reshard(x, P(None, None))
+
+            out = f(arr)
+            np.testing.assert_array_equal(np.asarray(out), np.arange(16).reshape(8, 2))
+            got.append(tuple(t.name for t in out.sharding.mesh.axis_types))
+    assert got == [("Explicit",), ("Auto",)]
