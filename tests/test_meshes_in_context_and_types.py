@@ -141,6 +141,11 @@ def test_use_abstract_mesh_cannot_change_the_mesh_size():
                 assert tuple(lib.sharding.get_abstract_mesh().axis_names) == ("y",)
     with ftrans.sharding.use_abstract_mesh(AbstractMesh((4,), ("x",))):  # no mesh in context: any size
         pass
+    with ftrans.set_mesh(fm):
+        with pytest.raises(ValueError) as e:
+            with ftrans.sharding.use_abstract_mesh(AbstractMesh((4,), ("x",))):
+                pass
+    assert HERE in str(e.value)  # the user's line
 
 
 def test_out_sharding_over_another_mesh_than_the_context_one():
