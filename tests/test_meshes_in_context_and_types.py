@@ -257,7 +257,7 @@ def test_legacy_mesh_context_manager_serves_jit_bare_specs():
     np.testing.assert_array_equal(np.asarray(out), np.arange(8))
 
 
-def test_untyped_result_reported_over_the_programs_mesh():
+def test_untyped_result_of_a_reshard_reported_over_its_mesh():
     fm, jm = _explicit_meshes((2,), ("x",))
     got = []
     for lib, mesh, NS, AT in ((ftrans, fm, NamedSharding, AxisType), (jax, jm, JNamedSharding, JAxisType)):
@@ -272,4 +272,26 @@ def test_untyped_result_reported_over_the_programs_mesh():
             out = f(arr)
             np.testing.assert_array_equal(np.asarray(out), np.arange(16).reshape(8, 2))
             got.append(tuple(t.name for t in out.sharding.mesh.axis_types))
-    assert got == [("Explicit",), ("Auto",)]
+    assert got == [("Auto",), ("Auto",)]  # a result given by a reshard: over its mesh, as JAX's
+
+
+def test_untyped_result_of_a_later_operation_reported_over_the_programs_mesh():
+    fm = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    jm = jax.make_mesh((2, 2), ("x", "y"), axis_types=(JAxisType.Auto,) * 2)
+    got = []
+    for lib, mesh, jnp in ((ftrans, fm, fjnp), (jax, jm, jjnp)):
+        with lib.set_mesh(mesh):
+            new_am = mesh.abstract_mesh.update(axis_sizes=(4, 1), axis_names=("a", "b"))
+
+            def f(x, last):
+                with lib.sharding.use_abstract_mesh(new_am):
+                    x = lib.lax.with_sharding_constraint(jnp.sin(x), lib.P(("a", "b"), None))
+                    return x if last else x * 2
+
+            arr = lib.device_put(X, lib.P("x", "y"))
+            for last in (True, False):
+                out = lib.jit(partial(f, last=last))(arr)
+                got.append((lib.__name__, last, tuple(out.sharding.mesh.axis_names), tuple(out.sharding.spec)))
+    assert got[0] == ("ftrans", True, ("a", "b"), ("a",)) and got[2] == ("jax", True, ("a", "b"), ("a",))
+    assert got[3] == ("jax", False, ("a", "b"), ("a",))
+    assert got[1] == ("ftrans", False, ("x", "y"), (("x", "y"),))  # (docs/differences.md: the program's mesh)
