@@ -317,6 +317,22 @@ def default_sharding(ndim: int) -> Any:
     return out
 
 
+def out_struct_sharding(aval: Any, sharding: Any) -> Any:
+    """An output's sharding for its ``ShapeDtypeStruct`` (``out_info``, ``eval_shape``): the one given, else its
+    sharding type (over the abstract mesh), or an untyped value's unsplit one over a mesh in context of only
+    Explicit (or Manual) axes, as JAX's; else None."""
+    if sharding is not None:
+        return sharding
+    if getattr(aval, "typed_sharding", None) is not None:
+        return aval.sharding
+    if type(aval) is ShapedArray:
+        sh = aval.sharding
+        m = sh.mesh
+        if not m.empty and all(t.name in ("Explicit", "Manual") for t in m.axis_types):
+            return sh
+    return None
+
+
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:
     short = dtypes.SHORT_NAMES.get(dtype) or dtype.name  # (NumPy's dtype.name is slow: only when needed)
     return f"{short}[{','.join(map(str, shape))}]"

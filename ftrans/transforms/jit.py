@@ -47,7 +47,13 @@ from ftrans.core.array import (
     jax_array_argument,
     jax_array_argument_error,
 )
-from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
+from ftrans.core.avals import (
+    ShapedArray,
+    ShapeDtypeStruct,
+    out_struct_sharding,
+    shape_only_constant_error,
+    type_str,
+)
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.jaxpr_api import _typed_key_avals
@@ -1964,7 +1970,7 @@ class JitWrapped:
             dummy = tree_util.tree_unflatten(t.out_tree, [0] * len(avals))
             shardings = _flatten_prefix(self._out_shardings, dummy, len(avals), "out_shardings", self.__name__,
                                         as_given=True)
-        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=_typed_or(a, s))
+        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=out_struct_sharding(a, s))
                   for a, s in zip(avals, shardings)]
         return tree_util.tree_unflatten(t.out_tree, shapes)
 
@@ -2029,21 +2035,8 @@ def out_info(out_tree: Any, avals: Sequence[Any], shardings: Sequence[Any] | Non
     in the output tree, each with its sharding where one is known (a compiled program's), else None."""
     shardings = shardings if shardings is not None else [None] * len(avals)
     return tree_util.tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type,
-                                                                sharding=_typed_or(a, sh))
+                                                                sharding=out_struct_sharding(a, sh))
                                                for a, sh in zip(avals, shardings)])
-
-
-def _typed_or(aval: Any, sharding: Any) -> Any:
-    """An output's sharding for its ``ShapeDtypeStruct``: the one given, else its sharding type (over the
-    abstract mesh, as JAX's ``out_info``/``eval_shape`` give for Explicit axes), else None."""
-    if sharding is None and getattr(aval, "typed_sharding", None) is not None:
-        return aval.sharding
-    if sharding is None and type(aval) is ShapedArray:  # untyped: unsplit over a mesh of only Explicit axes
-        sh = aval.sharding
-        m = sh.mesh
-        if not m.empty and all(t.name in ("Explicit", "Manual") for t in m.axis_types):
-            return sh
-    return sharding
 
 
 class _LoweringTraced(threading.local):
