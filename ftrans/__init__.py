@@ -136,11 +136,13 @@ def typeof(x):
     if is_key(x):  # a typed key array's type is its key dtype over its key shape, as JAX's (not its uint32 data)
         return ShapedArray(tuple(x.shape), x.dtype)
     aval = array_aval(x)
-    if aval.typed_sharding is not None and type(aval) is ShardedAval:  # shown as JAX shows a type's sharding
-        aval = ShardedAval(aval.shape, aval.dtype, aval.weak_type, TypeSharding.of(aval.typed_sharding))
+    if aval.typed_sharding is not None and type(aval) is ShardedAval:
+        pass  # (its ``sharding`` is shown as JAX shows a type's sharding: over the abstract mesh)
     elif type(aval) is ShapedArray:  # untyped: each dimension unsplit, over its mesh, the current one, or none
         sh = getattr(x, "sharding", None) if isinstance(x, _CoreArray) else None
-        mesh = sh.mesh if isinstance(sh, NamedSharding) else get_mesh() if isinstance(x, Tracer) else None
+        # an uncommitted (host) array is placed over the mesh in context where it is used, as JAX's made there
+        mesh = sh.mesh if isinstance(sh, NamedSharding) else get_mesh() if isinstance(x, Tracer) or (
+            isinstance(x, _CoreArray) and not x.committed) else None
         spec = PartitionSpec(*(None,) * len(aval.shape))
         aval = ShownAval(aval, MeshlessType(spec) if mesh is None else TypeSharding.of(NamedSharding(mesh, spec)))
     return aval

@@ -7,10 +7,10 @@ helpers that reach devices (``make_mesh``) and the current-mesh context.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -216,24 +216,39 @@ def _manual_axis_type(cls: type, varying: frozenset, unreduced: frozenset, reduc
 
 
 
-@contextmanager
 def use_abstract_mesh(mesh: Any) -> Any:
     """Make ``mesh`` (an AbstractMesh) what ``get_abstract_mesh()`` returns inside the ``with`` block.  It names
     no devices, so a bare PartitionSpec still needs a concrete mesh (``use_mesh``/``set_mesh``) to lay values
-    out."""
+    out.  As JAX's, it cannot change the size of the abstract mesh in context (a ValueError on entering)."""
     mesh = as_mesh(mesh)  # a user's jax mesh or abstract mesh: ftrans's twin
     if isinstance(mesh, Mesh):
         mesh = mesh.abstract_mesh
     if not isinstance(mesh, AbstractMesh):
         raise FtransTypeError(f"use_abstract_mesh: expected an AbstractMesh, got {type(mesh).__name__}")
-    from ftrans.transforms.shard_map import body_depth
+    return _UseAbstractMesh(mesh)
 
-    s = _abstract_stack()
-    s.append((mesh, body_depth()))
-    try:
-        yield mesh
-    finally:
-        s.pop()
+
+class _UseAbstractMesh(contextlib.ContextDecorator):
+    """``use_abstract_mesh(mesh)``'s context (entered in the user's ``with`` line, which its errors name)."""
+
+    def __init__(self, mesh: AbstractMesh):
+        self.mesh = mesh
+
+    def __enter__(self) -> AbstractMesh:
+        from ftrans.transforms.shard_map import body_depth
+
+        mesh = self.mesh
+        prev = get_abstract_mesh()
+        if not prev.empty and not mesh.empty and prev.size != mesh.size:
+            raise FtransValueError(
+                f"use_abstract_mesh cannot change the size of the mesh. Got new mesh: {mesh} with size={mesh.size} "
+                f"and prev mesh: {prev} with size={prev.size}; an abstract mesh may rename or retype the axes of the "
+                "mesh in context, not change its number of devices")
+        _abstract_stack().append((mesh, body_depth()))
+        return mesh
+
+    def __exit__(self, *exc: Any) -> None:
+        _abstract_stack().pop()
 
 
 def make_single_device_sharding(device: Any, *, memory_kind: str | None = None) -> SingleDeviceSharding:

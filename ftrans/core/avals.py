@@ -241,22 +241,26 @@ class ShardedAval(ShapedArray):
 
     @property
     def sharding(self) -> Any:
-        return self.typed_sharding
+        """JAX's type sharding: the NamedSharding over the value's mesh's ``AbstractMesh`` (a TypeSharding)."""
+        from ftrans.core.sharding import TypeSharding
+
+        ts = self.typed_sharding
+        return ts if isinstance(ts, TypeSharding) else TypeSharding.of(ts)
 
     def str_short(self, short_dtypes: bool = True) -> str:
         short = (dtypes.SHORT_NAMES.get(self.dtype) if short_dtypes else None) or self.dtype.name
         dims = []
-        for n, e in zip(self.shape, self.sharding.spec):
+        for n, e in zip(self.shape, self.typed_sharding.spec):
             if e is None:
                 dims.append(str(n))
             elif isinstance(e, tuple):
                 dims.append(f"{n}@({','.join(e)})")
             else:
                 dims.append(f"{n}@{e}")
-        spec = self.sharding.spec
+        spec = self.typed_sharding.spec
         if not spec.unreduced and not spec.reduced:
             return f"{short}[{','.join(dims)}]"
-        order = list(self.sharding.mesh.axis_names)  # JAX's {U:y, R:x}: the axes in mesh order
+        order = list(self.typed_sharding.mesh.axis_names)  # JAX's {U:y, R:x}: the axes in mesh order
         ur = []
         for k, axes in (("U", spec.unreduced), ("R", spec.reduced)):
             if axes:
@@ -331,6 +335,22 @@ def default_sharding(ndim: int) -> Any:
             _default_shardings.clear()
         out = _default_shardings[key] = _sh.default_type_sharding(mesh, ndim)
     return out
+
+
+def out_struct_sharding(aval: Any, sharding: Any) -> Any:
+    """An output's sharding for its ``ShapeDtypeStruct`` (``out_info``, ``eval_shape``): the one given, else its
+    sharding type (over the abstract mesh), or an untyped value's unsplit one over a mesh in context of only
+    Explicit (or Manual) axes, as JAX's; else None."""
+    if sharding is not None:
+        return sharding
+    if getattr(aval, "typed_sharding", None) is not None:
+        return aval.sharding
+    if type(aval) is ShapedArray:
+        sh = aval.sharding
+        m = sh.mesh
+        if not m.empty and all(t.name in ("Explicit", "Manual") for t in m.axis_types):
+            return sh
+    return None
 
 
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:

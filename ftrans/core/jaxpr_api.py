@@ -17,7 +17,7 @@ from ftrans.core import ref as _ref
 from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core import traceback_util as _traceback_util
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
-from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, out_struct_sharding
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
@@ -352,6 +352,8 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only."""
     closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, what="eval_shape")
-    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, vma=getattr(a, "vma", None))
-              for a in closed.out_avals[:out_tree.num_leaves]]  # (refs' final values follow)
+    # (refs' final values follow); a typed output carries its sharding type (over the abstract mesh), as JAX's
+    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, vma=getattr(a, "vma", None),
+                               sharding=out_struct_sharding(a, None))
+              for a in closed.out_avals[:out_tree.num_leaves]]
     return tree_util.tree_unflatten(out_tree, shapes)

@@ -385,9 +385,12 @@ class Mesh:
     @property
     def abstract_mesh(self) -> AbstractMesh:
         """The mesh's axis sizes, names and types without its devices."""
-        d = self.devices.flat[0] if self.size else None
-        dev = AbstractDevice(d.device_kind, getattr(d, "num_cores", None), d.platform) if d is not None else None
-        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types, abstract_device=dev)
+        am = self.__dict__.get("_abstract")
+        if am is None:
+            d = self.devices.flat[0] if self.size else None
+            dev = AbstractDevice(d.device_kind, getattr(d, "num_cores", None), d.platform) if d is not None else None
+            am = self._abstract = AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types, abstract_device=dev)
+        return am
 
     @property
     def shape_tuple(self) -> tuple:
@@ -631,6 +634,8 @@ class NamedSharding(Sharding):
             cur = get_mesh()
             if cur is not None and (cur.axis_names, cur.axis_sizes) == (mesh.axis_names, mesh.axis_sizes) and \
                     AxisType.Manual not in mesh.axis_types:
+                if cur.axis_types != mesh.axis_types:
+                    self._given_mesh = mesh  # (the abstract mesh given, for JAX's context-mesh check)
                 mesh = cur
         if not isinstance(mesh, (Mesh, AbstractMesh)):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
@@ -756,19 +761,56 @@ class NamedSharding(Sharding):
         return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}{mem})"
 
 
+def _abstract_of(mesh: Any) -> Any:
+    return mesh.abstract_mesh if isinstance(mesh, Mesh) else mesh
+
+
 class TypeSharding(NamedSharding):
-    """A sharding type as ``typeof(x).sharding`` shows it: the NamedSharding of the value (its concrete mesh,
-    usable wherever a sharding is taken), printed as JAX prints a type's sharding, over the mesh's abstract
-    mesh and without a memory kind."""
+    """A sharding type as ``typeof(x).sharding`` / ``x.aval.sharding`` shows it: as JAX's, its ``mesh`` is the
+    value's mesh's ``AbstractMesh``; it keeps the concrete mesh (``_concrete_mesh()``), so it is usable wherever
+    a sharding is taken (``as_sharding`` gives the NamedSharding over it), and it equals a NamedSharding of its
+    spec over that mesh or over its abstract mesh."""
 
     @classmethod
     def of(cls, sh: NamedSharding) -> TypeSharding:
         out = cls.__new__(cls)
-        out.mesh, out.spec, out.memory_kind = sh.mesh, sh.spec, sh.memory_kind
+        out._cmesh, out.spec, out.memory_kind = sh.mesh, sh.spec, sh.memory_kind
         return out
 
+    @property  # type: ignore[override]
+    def mesh(self) -> Any:
+        return _abstract_of(self._cmesh)
+
+    @mesh.setter
+    def mesh(self, mesh: Any) -> None:
+        self._cmesh = mesh
+
+    def _concrete_mesh(self) -> Mesh:
+        m = self._cmesh
+        return m if isinstance(m, Mesh) else concrete_for(m)
+
+    def as_named(self) -> NamedSharding:
+        """The NamedSharding over the value's concrete mesh (or its abstract one where it has none)."""
+        out = NamedSharding.__new__(NamedSharding)
+        out.mesh, out.spec, out.memory_kind = self._cmesh, self.spec, self.memory_kind
+        return out
+
+    def with_spec(self, spec: Any) -> NamedSharding:
+        return NamedSharding(self._cmesh, spec)
+
+    def update(self, **kwargs: Any) -> NamedSharding:
+        return self.as_named().update(**kwargs)
+
+    def __eq__(self, other: Any) -> bool:
+        other = as_sharding(other)
+        return isinstance(other, NamedSharding) and self.spec == other.spec and \
+            self.mesh == _abstract_of(other.mesh)
+
+    def __hash__(self) -> int:
+        return hash((self.mesh, self.spec))
+
     def __repr__(self) -> str:
-        return f"NamedSharding(mesh={self.mesh.abstract_mesh!r}, spec={self.spec!r})"
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
 
 
 class DefaultTypeSharding(TypeSharding):
@@ -776,6 +818,12 @@ class DefaultTypeSharding(TypeSharding):
     ``mesh`` is the abstract mesh; it equals a NamedSharding of that spec over any mesh of those axes (ftrans's
     shardings hold the concrete mesh in context for an abstract one), and lays values out over the mesh in
     context where a sharding is taken."""
+
+    def _concrete_mesh(self) -> Mesh:
+        return concrete_for(self._cmesh)
+
+    def as_named(self) -> Any:
+        return self  # (over the abstract mesh in context: stands for the concrete mesh there, as before)
 
     def __eq__(self, other: Any) -> bool:
         other = as_sharding(other)
@@ -1077,6 +1125,8 @@ def _is_jax_spec(x: Any) -> bool:
 def _unformat(x: Any) -> Any:
     """A ``Format`` (ftrans's or JAX's: a layout and a sharding) stands for its sharding when its layout is one
     ftrans gives (the default, AUTO or None); anything else as is."""
+    if type(x) is TypeSharding:  # a value's type sharding (over its abstract mesh): the one over its mesh
+        return x.as_named()
     if type(x).__name__ != "Format" or not hasattr(x, "layout") or not hasattr(x, "sharding"):
         return x
     from ftrans.core.layout import Format, Layout, format_sharding
@@ -1104,7 +1154,7 @@ def as_sharding(sh: Any) -> Any:
     """ftrans's sharding for a runtime (jax) sharding object, ftrans's PartitionSpec for JAX's; anything else (an
     ftrans sharding or spec, a value that is no sharding at all) as is, for the caller to check."""
     if isinstance(sh, Sharding) or isinstance(sh, type):
-        return sh
+        return sh.as_named() if isinstance(sh, TypeSharding) else sh
     if type(sh).__name__ == "UnspecifiedValue":  # JAX's UNSPECIFIED (jit's default): no sharding given
         return None
     if type(sh) is MeshlessType:

@@ -23,7 +23,7 @@ from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_wea
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.indexing import GatherDimensionNumbers
 from ftrans.core.shape_poly import as_dim, is_symbolic_dim
-from ftrans.core.sharding import AbstractMesh
+from ftrans.core.sharding import AbstractMesh, get_mesh
 from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 from ftrans.lax import _indexing
 from ftrans.lax import _ops as lax
@@ -99,7 +99,10 @@ def like_sharding(x: Any, fill_shape: tuple, weak: bool, same_shape: bool) -> An
         return getattr(x.aval, "typed_sharding", None) if same_shape else None
     if isinstance(x, ShapeDtypeStruct):
         sh = x.sharding
-        concrete = sh is not None and not isinstance(getattr(sh, "mesh", None), AbstractMesh)
+        m = getattr(sh, "mesh", None)
+        # (JAX's: a concrete sharding, or a mesh in context, or one of only Explicit axes)
+        concrete = sh is not None and (not isinstance(m, AbstractMesh) or get_mesh() is not None or (
+            not m.empty and m.are_all_axes_explicit))
         if not concrete or not hasattr(sh, "is_fully_replicated"):
             return None
     elif isinstance(x, Array) and x._committed:

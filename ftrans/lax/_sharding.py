@@ -277,6 +277,8 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
                 "when not under a mesh context is not allowed); wrap it in NamedSharding(mesh, spec) or set a "
                 "mesh with ftrans.set_mesh(mesh)")
         s = NamedSharding(mesh, s)
+    elif isinstance(s, NamedSharding):
+        _check_context_mesh(what, s)
     if not isinstance(s, NamedSharding):
         raise FtransTypeError(f"{what}: out_sharding must be a NamedSharding or a PartitionSpec, got {s!r}")
     from ftrans.core.sharding_rules import out_sharding_override
@@ -295,6 +297,24 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
     if (s.spec.unreduced or s.spec.reduced) and _has_type(out, s):  # (JAX's: the product's type, no reshard)
         return out
     return with_sharding_constraint(out, s, _what=what)
+
+
+def _check_context_mesh(what: str, s: NamedSharding) -> None:
+    """JAX's rule for an ``out_sharding=`` NamedSharding: its mesh must be the abstract mesh in context (when
+    one is, and unless both have only Auto axes)."""
+    from ftrans.core import sharding as _sh
+
+    find = _sh.current_abstract_mesh
+    cur = find() if find is not None else None
+    if cur is None or cur.empty:
+        return
+    am = getattr(s, "_given_mesh", None) or s.mesh.abstract_mesh
+    if am.are_all_axes_auto and cur.are_all_axes_auto:
+        return
+    if (am.axis_names, am.axis_sizes, am.axis_types) != (cur.axis_names, cur.axis_sizes, cur.axis_types):
+        raise FtransValueError(
+            f"Context mesh {cur} should match the mesh of sharding {am} passed to {what}; pass a sharding over the "
+            "mesh in context (or a bare PartitionSpec)")
 
 
 def _has_type(out: Any, s: NamedSharding) -> bool:

@@ -214,19 +214,22 @@ class SpmdExecutable:
         first = next((k for k, s in enumerate(in_shardings) if isinstance(s, NamedSharding)), None)
         first = None if first is None else (self.in_shardings[n_consts + first], self.in_avals[n_consts + first],
                                              self._rt_in[n_consts + first])
-        for a, s, h in zip(self.out_avals, out_shardings, hlos):
+        for k, (a, s, h) in enumerate(zip(self.out_avals, out_shardings, hlos)):
             if not isinstance(s, NamedSharding) and first is not None:
                 ins, ia, irt = first
                 if (len(ia.shape) == len(a.shape) and len(a.shape) and ins.mesh == mesh
                         and compat.hlo_sharding_of(irt, len(a.shape)) == h):
                     s = ins
             if not isinstance(s, NamedSharding):
-                spec = compat.spec_matching(h, mesh, len(a.shape))
+                over = _constraint_mesh(jaxpr, k, mesh)
+                if over is not mesh:
+                    compat.runtime_sharding(NamedSharding(over, PartitionSpec()), 0)  # (its runtime twin)
+                spec = compat.spec_matching(h, over, len(a.shape))
                 if spec is not None:
                     spec = list(spec)
                     while spec and spec[-1] is None:  # as JAX states a chosen layout: no trailing unsplit dims
                         spec.pop()
-                    s = NamedSharding(mesh, PartitionSpec(*spec))
+                    s = NamedSharding(over, PartitionSpec(*spec))
             if isinstance(s, NamedSharding):
                 outs.append(s)
                 rts.append(compat.runtime_sharding(s, len(a.shape)))
@@ -266,6 +269,25 @@ class SpmdExecutable:
 
     def compiled_text(self) -> str:
         return self.xla.hlo_modules()[0].to_string()
+
+
+def _constraint_mesh(jaxpr: Any, k: int, mesh: Mesh) -> Mesh:
+    """The mesh an untyped result is stated over: that of the sharding constraint (a ``reshard``) giving it, when
+    it is another mesh of the program's devices (its axes renamed or retyped by ``use_abstract_mesh``: JAX's
+    result is over the mesh of its type), else the program's."""
+    v = jaxpr.outvars[k] if k < len(jaxpr.outvars) else None
+    if v is None or not hasattr(v, "aval") or type(v).__name__ == "Literal":
+        return mesh
+    for eqn in reversed(jaxpr.eqns):
+        if any(o is v for o in eqn.outvars):
+            if eqn.primitive.name != "sharding_constraint":
+                return mesh
+            m = getattr(eqn.params.get("sharding"), "mesh", None)
+            if isinstance(m, Mesh) and m != mesh and m.size == mesh.size and \
+                    [d.id for d in m.devices.flat] == [d.id for d in mesh.devices.flat]:
+                return m
+            return mesh
+    return mesh
 
 
 def wrap_laid(buf: Any, aval: Any, sharding: Any, layout: Layout) -> ShardedArray:

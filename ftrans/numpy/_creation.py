@@ -718,9 +718,17 @@ def _like_value(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
 
         return with_out_sharding(name, sh, lambda: out)
     if not is_eager():
+        m = getattr(sh, "mesh", None)
+        if isinstance(a, ShapeDtypeStruct) and m is not None and not m.empty and m.are_all_axes_explicit:
+            from ftrans.lax._sharding import with_out_sharding  # (its sharding type, as JAX's full_like)
+
+            return with_out_sharding(name, sh, lambda: out)
         return out
+    from ftrans.core.sharding import AbstractMesh, get_mesh
     from ftrans.devices import device_put
 
+    if isinstance(getattr(sh, "mesh", None), AbstractMesh) and get_mesh() is None:
+        return out  # (no devices to lay it out on)
     return device_put(out, sh)
 
 

@@ -36,6 +36,7 @@ from ftrans.core import key_reuse as _kr
 from ftrans.core import platform as _platform
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
+from ftrans.core import sharding as _sh_core
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.array import (
@@ -46,7 +47,13 @@ from ftrans.core.array import (
     jax_array_argument,
     jax_array_argument_error,
 )
-from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
+from ftrans.core.avals import (
+    ShapedArray,
+    ShapeDtypeStruct,
+    out_struct_sharding,
+    shape_only_constant_error,
+    type_str,
+)
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.jaxpr_api import _typed_key_avals
@@ -1576,7 +1583,9 @@ class JitWrapped:
         key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type, a.typed_sharding) for a in avals]), statics,
                cfg.enable_x64, cfg.debug_nans, cfg.debug_infs,
                tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state(),
-               _platform.platform_override.get(), cfg.scoped_here(), _current_mesh(), st.xla_metadata)
+               _platform.platform_override.get(), cfg.scoped_here(), _current_mesh(), st.xla_metadata,
+               # (the arguments' mesh: an abstract mesh's sharding inside takes its devices)
+               (_sh_core.args_meshes() or (None,))[-1])
         store = self._store
         hit = store.traced.get(key)
         if hit is not None:
@@ -1874,6 +1883,8 @@ class JitWrapped:
         leaves = [x.astype(a.dtype) if isinstance(x, (np.ndarray, np.generic)) and x.dtype != a.dtype
                   and a.dtype != _FLOAT0 else x for x, a in zip(leaves, avals)]
         donated = (False,) * len(consts) + self._donate_mask(args, kwargs, len(leaves))
+        if self._in_shardings is not None or self._out_shardings is not None:
+            _check_same_mesh_size(self.__name__)
         if self._in_shardings is not None:  # the layouts asked for survive inside an enclosing program
             from ftrans.transforms import sharded_jit
 
@@ -1959,7 +1970,7 @@ class JitWrapped:
             dummy = tree_util.tree_unflatten(t.out_tree, [0] * len(avals))
             shardings = _flatten_prefix(self._out_shardings, dummy, len(avals), "out_shardings", self.__name__,
                                         as_given=True)
-        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=s)
+        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=out_struct_sharding(a, s))
                   for a, s in zip(avals, shardings)]
         return tree_util.tree_unflatten(t.out_tree, shapes)
 
@@ -2024,7 +2035,7 @@ def out_info(out_tree: Any, avals: Sequence[Any], shardings: Sequence[Any] | Non
     in the output tree, each with its sharding where one is known (a compiled program's), else None."""
     shardings = shardings if shardings is not None else [None] * len(avals)
     return tree_util.tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type,
-                                                                sharding=sh)
+                                                                sharding=out_struct_sharding(a, sh))
                                                for a, sh in zip(avals, shardings)])
 
 
@@ -2831,6 +2842,18 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
 
 
 @_tb.api_boundary
+def _check_same_mesh_size(name: str) -> None:
+    """A jit with shardings inside a partitioned jit: the mesh in context must have as many devices as the
+    enclosing program's (JAX's ``use_abstract_mesh`` check, met when a nested ``with mesh:`` changes it)."""
+    outer = (_sh_core.args_meshes() or (None,))[-1]
+    cur = _current_mesh()
+    if outer is not None and cur is not None and outer.size != cur.size:
+        raise FtransValueError(
+            f"jit({name}) inside a jit partitioned over {outer!r}: the mesh in context {cur!r} has {cur.size} "
+            f"devices where the enclosing program has {outer.size}; a nested jit cannot change the size of the "
+            "mesh (use_abstract_mesh cannot change the size of the mesh)")
+
+
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only. A jitted function
     answers through its own ``eval_shape`` (sharing its traces, with its ``out_shardings`` on the results)."""

@@ -439,7 +439,8 @@ def _inner_layouts(jaxpr: Any) -> list:
             found = [("jit inside jit", m)
                      for m in constraint_meshes(body.jaxpr if isinstance(body, ClosedJaxpr) else body)]
         elif p is device_put_p or p is shard_map_p or p.name == "sharding_constraint":
-            found = [(f"{p.name} inside jit", m) for m in constraint_meshes(_one_eqn(jaxpr, eqn))]
+            kind = "jit" if getattr(eqn.params.get("sharding"), "_nested_jit", False) else p.name
+            found = [(f"{kind} inside jit", m) for m in constraint_meshes(_one_eqn(jaxpr, eqn))]
         else:
             found = [t for sub in subjaxprs(eqn)
                      for t in _inner_layouts(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)]
@@ -922,10 +923,12 @@ class ShardedLowered(LoweredText):
 
     @property
     def out_info(self) -> Any:
-        """The outputs as ``ShapeDtypeStruct``s (no sharding before compiling), as JAX's."""
+        """The outputs as ``ShapeDtypeStruct``s (no sharding before compiling but a sharding type's, over its
+        mesh), as JAX's."""
         from ftrans.transforms.jit import out_info
 
-        return out_info(self.out_tree, self._closed.out_avals)
+        avals = self._closed.out_avals
+        return out_info(self.out_tree, avals, [getattr(a, "typed_sharding", None) for a in avals])
 
     @property
     def in_avals(self) -> Any:
@@ -1080,8 +1083,18 @@ def constrain_inputs(owner: Any, args: tuple, kwargs: dict, statics: tuple, leav
     from ftrans.core.prims.sharding import sharding_constraint_p
 
     flat = _in_shardings(owner, args, kwargs, leaves)
-    return [sharding_constraint_p.bind(x, sharding=s) if isinstance(s, NamedSharding) else x
+    return [sharding_constraint_p.bind(x, sharding=_of_nested_jit(s)) if isinstance(s, NamedSharding) else x
             for x, s in zip(leaves, flat)]
+
+
+def _of_nested_jit(s: NamedSharding) -> NamedSharding:
+    """``s`` marked as a jit's own ``in_shardings``/``out_shardings`` entry (a copy, equal to it), so that a
+    device-assignment error names it "jit inside jit", as JAX's."""
+    import copy
+
+    out = copy.copy(s)
+    out._nested_jit = True
+    return out
 
 
 def constrain_outputs(owner: Any, out_tree: Any, outs: list) -> list:
@@ -1090,5 +1103,5 @@ def constrain_outputs(owner: Any, out_tree: Any, outs: list) -> list:
 
     dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
     flat = _flatten_prefix(owner._out_shardings, dummy, out_tree.num_leaves, "out_shardings", owner.__name__)
-    return [sharding_constraint_p.bind(o, sharding=s) if isinstance(s, NamedSharding) else o
+    return [sharding_constraint_p.bind(o, sharding=_of_nested_jit(s)) if isinstance(s, NamedSharding) else o
             for o, s in zip(outs, flat)]
