@@ -215,13 +215,13 @@ class SpmdExecutable:
         first = None if first is None else (self.in_shardings[n_consts + first], self.in_avals[n_consts + first],
                                              self._rt_in[n_consts + first])
         for k, (a, s, h) in enumerate(zip(self.out_avals, out_shardings, hlos)):
-            if not isinstance(s, NamedSharding) and first is not None:
+            over = mesh if isinstance(s, NamedSharding) else _constraint_mesh(jaxpr, k, mesh)
+            if not isinstance(s, NamedSharding) and first is not None and over is mesh:
                 ins, ia, irt = first
                 if (len(ia.shape) == len(a.shape) and len(a.shape) and ins.mesh == mesh
                         and compat.hlo_sharding_of(irt, len(a.shape)) == h):
                     s = ins
             if not isinstance(s, NamedSharding):
-                over = _constraint_mesh(jaxpr, k, mesh)
                 if over is not mesh:
                     compat.runtime_sharding(NamedSharding(over, PartitionSpec()), 0)  # (its runtime twin)
                 spec = compat.spec_matching(h, over, len(a.shape))
