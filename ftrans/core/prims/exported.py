@@ -55,3 +55,40 @@ def _call_exported_abstract(*avals: ShapedArray, exported: Any) -> list:
         raise FtransValueError(f"call_exported: the exported function '{exported.fun_name}' takes "
                                f"({', '.join(w.str_short() for w in want)}), called with ({got})")
     return [ShapedArray(a.shape, a.dtype, bool(a.weak_type)) for a in exported._out_avals]
+
+
+# Sharding in types: the results have the types of the exported out shardings (their Explicit axes, unreduced and
+# reduced ones), as JAX's call_exported results do.
+
+def _call_exported_sharding(mesh: Any, out: Any, *avals: ShapedArray, exported: Any) -> Any:
+    from ftrans.core import sharding_rules as sr
+    from ftrans.core.sharding import NamedSharding, spec_mesh
+
+    shardings = getattr(exported, "out_shardings_hlo", ())
+    if not any(s is not None for s in shardings):
+        return None
+    here = spec_mesh()
+    res = []
+    for o, s in zip(out, shardings):
+        if s is None:
+            res.append(None)
+            continue
+        m = here if here is not None and here.abstract_mesh == s.mesh else s.mesh  # the context's devices
+        r = sr.sharding_constraint(mesh, None, o, sharding=NamedSharding(m, s.spec))
+        res.append(None if r[0] is None else r)
+    return res
+
+
+def _call_exported_ur(name: str, mesh: Any, out_spec: Any, *avals: ShapedArray, **params: Any) -> tuple:
+    return getattr(out_spec, "unreduced", frozenset()), getattr(out_spec, "reduced", frozenset())
+
+
+def _register_sharding() -> None:
+    from ftrans.core import sharding_rules as sr
+
+    call_exported_p.sharding_rule = _call_exported_sharding
+    call_exported_p.sets_sharding = True
+    sr.UR_RULES["call_exported"] = _call_exported_ur
+
+
+_register_sharding()
