@@ -67,6 +67,16 @@ def _check_devices(exported: Any, module: Any) -> None:
             "one)")
 
 
+def _check_shardy(exported: Any) -> None:
+    """A module with Shardy meshes called with ``use_shardy_partitioner`` off: refused, as JAX refuses it (ftrans
+    itself always partitions with Shardy; the option changes nothing else)."""
+    from ftrans.core.config import config
+
+    if not config.read("use_shardy_partitioner") and _MESH.search(exported.mlir_module()):
+        raise FtransValueError("The function was exported with shardy enabled but you are calling it with Shardy "
+                               "disabled. Please enable Shardy using `--jax_use_shardy_partitioner=True`.")
+
+
 def _constrain(ctx: LoweringContext, vals: list, shardings: tuple, avals: list, prefix: str) -> list:
     """``vals`` constrained to the exported shardings (over the embedded module's meshes)."""
     from ftrans.lowering.sdy import sharding_attr
@@ -85,6 +95,7 @@ def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> 
     index = _platform_index(exported, ctx.platform)
     module = ctx.module
     _check_devices(exported, module)
+    _check_shardy(exported)
     embedded = module.__dict__.setdefault("_exported_mains", {})
     text = exported.mlir_module()
     key: Any = id(exported)
