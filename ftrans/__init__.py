@@ -164,6 +164,17 @@ def _ad_namespace():
 
 ad = _ad_namespace()  # JAX's jax.ad: the markers of a pullback's with_refs
 
+
+def _memory_namespace():
+    from types import SimpleNamespace
+
+    from ftrans.core.avals import MemorySpace
+
+    return SimpleNamespace(Space=MemorySpace)
+
+
+memory = _memory_namespace()  # JAX's jax.memory: its memory spaces (jax.memory.Space)
+
 __all__ = [
     "Array", "Shard", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "ops", "random", "tree", "tree_util", "jit", "clear_caches", "clear_backends", "devices", "local_devices", "device_count",
@@ -181,7 +192,7 @@ __all__ = [
     "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
     "make_user_context",
     "process_indices", "host_id", "host_count", "host_ids", "stages", "typing", "numpy_rank_promotion",
-    "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring", "ad",
+    "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring", "ad", "memory",
     "default_prng_impl",
     "ref", "Ref", "new_ref", "empty_ref", "free_ref", "freeze", "ds", "dslice",
 ]

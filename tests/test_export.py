@@ -380,9 +380,9 @@ def test_partitioned_programs_export_with_their_shardings_as_jax():
     np.testing.assert_allclose(np.asarray(res), np.asarray(want), rtol=1e-6)
     assert [s.index for s in res.addressable_shards] == [s.index for s in want.addressable_shards]
     assert [s.device.id for s in res.addressable_shards] == [s.device.id for s in want.addressable_shards]
-    with pytest.raises(ValueError, match="was exported for 2 devices and is called in a context with 1 device"):
+    with pytest.raises(ValueError, match="was exported for 2 devices and is called in a context with 1 devices"):
         e.call(a)
-    with pytest.raises(ValueError, match="was exported for 2 devices and is called in a context with 1 device"):
+    with pytest.raises(ValueError, match="was exported for 2 devices and is called in a context with 1 devices"):
         j.call(a)
     # The VJP: partitioned alike; its cotangent matches
     assert e.vjp().nr_devices == j.vjp().nr_devices == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import Any
 
@@ -10,6 +11,20 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.keys import is_extended_dtype, is_key
 from ftrans.core.shape_poly import DimExpr
+
+
+class MemorySpace(enum.Enum):
+    """JAX's ``core.MemorySpace`` (public as ``jax.memory.Space``): where a value lives. ftrans's values are all in
+    the device's default memory (``Device``); ``Host``/``Any`` name JAX's other spaces."""
+
+    Device = enum.auto()
+    Host = enum.auto()
+    Any = enum.auto()
+
+    def __repr__(self) -> str:
+        return f"MemorySpace.{self.name}"
+
+    __hash__ = object.__hash__  # as JAX's: by identity
 
 
 class AbstractValue:
@@ -52,9 +67,13 @@ class ShapedArray(AbstractValue):
         return ManualAxisType(self.vma, self.unreduced, self.reduced)
 
     manual_axis_type = mat
+    # JAX's ``aval.memory_space``: ftrans keeps every value in the device's default memory (docs/differences.md).
+    memory_space: MemorySpace = MemorySpace.Device
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool = False, *,
-                 sharding: Any = None):
+                 sharding: Any = None, memory_space: Any = None):
+        if memory_space is not None and memory_space is not MemorySpace.Device:
+            _other_memory(memory_space)
         if type(shape) is not tuple:
             shape = tuple(shape)
         if not isinstance(dtype, np.dtype) and not is_extended_dtype(dtype):
@@ -109,7 +128,9 @@ class ShapedArray(AbstractValue):
     def __hash__(self) -> int:
         return self._hash
 
-    def update(self, shape=None, dtype=None, weak_type=None, sharding=None) -> ShapedArray:
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=None, memory_space=None) -> ShapedArray:
+        if memory_space is not None and memory_space is not MemorySpace.Device:
+            _other_memory(memory_space)
         out = ShapedArray(
             self.shape if shape is None else shape,
             self.dtype if dtype is None else dtype,
@@ -136,6 +157,13 @@ class ShapedArray(AbstractValue):
         # type (the IR printer and messages use ``str_short``).
         w = "~" if self.weak_type else ""
         return f"{w}{self.dtype.name}[{','.join(map(str, self.shape))}]"
+
+
+def _other_memory(space: Any) -> None:
+    from ftrans.errors import FtransNotImplementedError
+
+    raise FtransNotImplementedError(f"ShapedArray(memory_space={space!r}): ftrans keeps every value in the device's "
+                                    "default memory (MemorySpace.Device)")
 
 
 def _untyped_sharding(sharding: Any) -> bool:

@@ -233,6 +233,8 @@ class Config:
         **{name: (default, None, about) for name, default, about in (
             ("captured_constants_report_frames", 0, "constants"),
             ("check_proxy_envs", True, "proxy settings"),
+            ("export_calling_convention_version", 10, "the export format (export checks it is one of the "
+             "supported versions, 9 and 10, whose modules ftrans writes alike)"),
             ("compilation_cache_check_contents", False, "the compilation cache"),
             ("compilation_cache_expect_pgle", False, "the compilation cache"),
             ("compilation_cache_include_metadata_in_key", False, "the compilation cache"),
@@ -317,7 +319,6 @@ class Config:
             ("disallow_mesh_context_manager", False, "mesh contexts"),
             ("enable_recoverability", False, "recovery from failed processes"),
             ("experimental_unsafe_xla_runtime_errors", False, "runtime errors"),
-            ("export_calling_convention_version", 10, "the export format"),
             ("export_ignore_forward_compatibility", False, "the export format"),
             ("serialization_version", 0, "the export format"),
             ("high_dynamic_range_gumbel", False, "random.gumbel's algorithm"),

@@ -277,6 +277,12 @@ class DimExpr:
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
 
+    def __copy__(self) -> DimExpr:  # immutable: a copy (even a deep one) is the expression itself, of its scope
+        return self
+
+    def __deepcopy__(self, memo: dict) -> DimExpr:
+        return self
+
     # -- structure -----------------------------------------------------------
     def __hash__(self) -> int:
         return self._hash
@@ -445,6 +451,9 @@ class DimExpr:
     def __divmod__(self, other: Any) -> tuple[Any, Any]:
         return self._divmod(other)
 
+    def __rdivmod__(self, other: Any) -> tuple[Any, Any]:
+        return self.__rfloordiv__(other), self.__rmod__(other)
+
     def __truediv__(self, other: Any) -> Any:  # "/" gives a float value, as in JAX
         return self._as_value(operator.truediv, other if not isinstance(other, DimExpr) else other.__jax_array__(),
                               False) if not isinstance(other, int) else self.__jax_array__() / other
@@ -517,6 +526,19 @@ class DimExpr:
         return dim_as_value_p.bind(dim=self)
 
     dimension_as_value = __jax_array__  # JAX's name for it (``core.dimension_as_value`` calls it)
+
+    # -- max/min (JAX's ``core.max_dim(d1, d2)`` calls ``d1.max(d2)``, or ``d2.rmax(d1)`` for an integer d1) --
+    def max(self, other: Any) -> Any:
+        return max_dim(self, other)
+
+    def rmax(self, other: Any) -> Any:
+        return max_dim(other, self)
+
+    def min(self, other: Any) -> Any:
+        return min_dim(self, other)
+
+    def rmin(self, other: Any) -> Any:
+        return min_dim(other, self)
 
     # -- inspection ----------------------------------------------------------
     def is_constant(self) -> bool:

@@ -564,6 +564,7 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
             raise FtransTypeError(f"export: disabled_checks must be DisabledSafetyCheck objects, got {c!r}")
 
     def do_export(*args: Any, **kw: Any) -> Exported:
+        _calling_convention_version()  # checked when exporting, as JAX's
         stand_in = _stand_in_mesh(tree_util.tree_leaves((args, kw)))
         if stand_in is None:
             return do_export_on(*args, **kw)
@@ -767,6 +768,18 @@ def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any
                              "\n".join([*decls, main, *funcs]) + "\n}\n")
 
 
+def _calling_convention_version() -> int:
+    """The ``export_calling_convention_version`` option's value, checked against the supported range."""
+    from ftrans.core.config import config
+
+    version = config.read("export_calling_convention_version")
+    if not (minimum_supported_calling_convention_version <= version <= maximum_supported_calling_convention_version):
+        raise FtransValueError(
+            f"The requested export calling convention version {version} is outside the range of supported versions "
+            f"[{minimum_supported_calling_convention_version}..{maximum_supported_calling_convention_version}]")
+    return version
+
+
 def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: Any, out_tree: Any,
                  platforms: tuple, disabled: tuple, sharded: Any = None) -> Exported:
     closed = closeds[platforms[0]]
@@ -791,7 +804,8 @@ def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: An
                      out_shardings_hlo=[of(s) for s in out_sh])
     return Exported(fun_name=name, in_tree=in_tree, in_avals=in_avals, out_tree=out_tree, out_avals=out_avals,
                     platforms=platforms, module_text=text, disabled_safety_checks=disabled, get_vjp=get_vjp,
-                    uses_global_constants=indexed, calls_polymorphic=_calls_polymorphic(closed.jaxpr), **extra)
+                    uses_global_constants=indexed, calls_polymorphic=_calls_polymorphic(closed.jaxpr),
+                    calling_convention_version=_calling_convention_version(), **extra)
 
 
 def _calls_polymorphic(jaxpr: Any) -> bool:

@@ -57,27 +57,25 @@ def _call_exported_abstract(*avals: ShapedArray, exported: Any) -> list:
     return [ShapedArray(a.shape, a.dtype, bool(a.weak_type)) for a in exported._out_avals]
 
 
-def _call_exported_sharding(mesh: Any, outs: Any, *avals: ShapedArray, exported: Any) -> list:
-    """Over the operands' mesh (Explicit axes), each result is typed as the function was exported to give it
-    (``out_shardings_hlo``, unreduced/reduced axes included), as JAX's ``call_exported``; a result exported
-    without a sharding, or over another mesh, is untyped."""
-    from ftrans.core.sharding import AxisType
-    from ftrans.core.sharding_rules import with_ur
+# Sharding in types: the results have the types of the exported out shardings (their Explicit axes, unreduced and
+# reduced ones), as JAX's call_exported results do.
 
-    res: list = []
-    explicit = {n for n, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
-    for o, s in zip(outs, exported.out_shardings_hlo or (None,) * len(outs)):
-        spec = getattr(s, "spec", None)
-        if spec is None or tuple(s.mesh.axis_names) != tuple(mesh.axis_names) or \
-                tuple(s.mesh.axis_sizes) != tuple(mesh.axis_sizes):
+def _call_exported_sharding(mesh: Any, out: Any, *avals: ShapedArray, exported: Any) -> Any:
+    from ftrans.core import sharding_rules as sr
+    from ftrans.core.sharding import NamedSharding, spec_mesh
+
+    shardings = getattr(exported, "out_shardings_hlo", ())
+    if not any(s is not None for s in shardings):
+        return None
+    here = spec_mesh()
+    res = []
+    for o, s in zip(out, shardings):
+        if s is None:
             res.append(None)
             continue
-        entries = tuple(spec) + (None,) * (len(o.shape) - len(spec))
-        named = {n for e in entries if e is not None for n in ((e,) if isinstance(e, str) else e)}
-        if len(entries) != len(o.shape) or not named | spec.unreduced | spec.reduced <= explicit:
-            res.append(None)
-            continue
-        res.append((mesh, with_ur(entries, spec.unreduced, spec.reduced)))
+        m = here if here is not None and here.abstract_mesh == s.mesh else s.mesh  # the context's devices
+        r = sr.sharding_constraint(mesh, None, o, sharding=NamedSharding(m, s.spec))
+        res.append(None if r[0] is None else r)
     return res
 
 
@@ -86,10 +84,11 @@ def _call_exported_ur(name: str, mesh: Any, out_spec: Any, *avals: ShapedArray, 
 
 
 def _register_sharding() -> None:
-    from ftrans.core import sharding_rules as _sr
+    from ftrans.core import sharding_rules as sr
 
     call_exported_p.sharding_rule = _call_exported_sharding
-    _sr.UR_RULES["call_exported"] = _call_exported_ur
+    call_exported_p.sets_sharding = True
+    sr.UR_RULES["call_exported"] = _call_exported_ur
 
 
 _register_sharding()

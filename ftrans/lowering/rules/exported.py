@@ -62,9 +62,19 @@ def _check_devices(exported: Any, module: Any) -> None:
     if n != 1 and n != here:
         raise FtransValueError(
             f"Function {exported.fun_name} was exported for {n} devices and is called in a context with {here} "
-            f"device{'s' if here != 1 else ''}. This is disallowed because: the module was lowered for {n} "
-            "devices; call it in a program partitioned over as many (arguments laid out over a mesh of "
-            f"{n} devices, or in_shardings over one)")
+            f"devices, which is not allowed (JAX's words). The module was lowered for {n} devices; call it in a "
+            f"program partitioned over as many (arguments laid out over a mesh of {n} devices, or in_shardings over "
+            "one)")
+
+
+def _check_shardy(exported: Any) -> None:
+    """A module with Shardy meshes called with ``use_shardy_partitioner`` off: refused, as JAX refuses it (ftrans
+    itself always partitions with Shardy; the option changes nothing else)."""
+    from ftrans.core.config import config
+
+    if not config.read("use_shardy_partitioner") and _MESH.search(exported.mlir_module()):
+        raise FtransValueError("The function was exported with shardy enabled but you are calling it with Shardy "
+                               "disabled. Please enable Shardy using `--jax_use_shardy_partitioner=True`.")
 
 
 def _constrain(ctx: LoweringContext, vals: list, shardings: tuple, avals: list, prefix: str) -> list:
@@ -85,6 +95,7 @@ def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> 
     index = _platform_index(exported, ctx.platform)
     module = ctx.module
     _check_devices(exported, module)
+    _check_shardy(exported)
     embedded = module.__dict__.setdefault("_exported_mains", {})
     text = exported.mlir_module()
     key: Any = id(exported)
@@ -143,7 +154,8 @@ def _specialized(exported: Any, avals_in: list, avals_out: list, index: int) -> 
     text = exported._specialized.get(key)
     if text is not None:
         return text
-    funcs, main = module_functions(exported.mlir_module(), "_poly_")
+    # (its meshes keep their names: embedding the specialised module prefixes them, as the call's constraints)
+    funcs, main = module_functions(exported.mlir_module(), "_poly_", rename_meshes=False)
     fn = mt.FuncEmitter()
     args = [fn.argument(mt.aval_type(a)) for a in avals_in]
     poly_in = [mt.strip_symbolic(mt.aval_type(a)) for a in exported.in_avals]
