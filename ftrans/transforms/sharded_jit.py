@@ -18,6 +18,7 @@ from typing import Any
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import pytrees as tree_util
+from ftrans.core import sharding as _sh_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import DeviceArray, ShardedArray, device_key, sharded_sig
 from ftrans.core.avals import ShapeDtypeStruct
@@ -85,7 +86,16 @@ def needs_spmd(owner: Any, leaves: list) -> bool:
             return True
         if type(x) is ShapeDtypeStruct and isinstance(as_sharding(x.sharding), NamedSharding):
             return True  # lower(ShapeDtypeStruct(..., sharding=s)) as for an argument laid out so
-    return False
+    return context_of(owner) is not None
+
+
+def context_of(owner: Any) -> Any:
+    """The mesh in context that ``owner``'s results are placed on, as JAX's: ``set_mesh``/``use_mesh``'s for
+    ``jit``, ``with mesh:``'s for ``pjit``; None when none is open."""
+    if not _sh_mod.contexts_open[0] and not _sh_mod.contexts_open[1]:
+        return None
+    mesh = _sh_mod.legacy_mesh() if getattr(owner, "_api_name", None) == "pjit" else _sh_mod.context_mesh()
+    return None if mesh is None or mesh.empty else mesh
 
 
 def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
@@ -516,6 +526,9 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     fname = owner.__name__
     from_args: list = []
     in_sh = _concrete_shardings(fname, _in_shardings(owner, args, kwargs, leaves, from_args))
+    ctx = context_of(owner)
+    if ctx is not None:  # an argument with no layout of its own is replicated over the mesh in context (JAX's)
+        in_sh = [NamedSharding(ctx, PartitionSpec()) if s is None else s for s in in_sh]
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings; One of pjit arguments)")
@@ -544,6 +557,10 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     # axes too, its type says only the Explicit ones: the partitioner lays the rest out, as JAX's leaves them open)
     out_sh = [s if s is not None or a.typed_sharding is None or _mixed(a.typed_sharding) else a.typed_sharding
               for s, a in zip(out_sh, closed.out_avals)]
+    if ctx is not None and all(t.name == "Explicit" for t in ctx.axis_types):
+        # over a context mesh of Explicit axes every value has a sharding type: one with none is replicated
+        out_sh = [NamedSharding(ctx, PartitionSpec(*[None] * len(a.shape))) if s is None else s
+                  for s, a in zip(out_sh, closed.out_avals)]
     if any(_is_abstract(s) for s in out_sh):
         out_sh = _concrete_shardings(fname, in_sh + out_sh)[len(in_sh):]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
