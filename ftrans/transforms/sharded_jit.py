@@ -557,6 +557,11 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     # axes too, its type says only the Explicit ones: the partitioner lays the rest out, as JAX's leaves them open)
     out_sh = [s if s is not None or a.typed_sharding is None or _mixed(a.typed_sharding) else a.typed_sharding
               for s, a in zip(out_sh, closed.out_avals)]
+    if ctx is not None and len(closed.jaxpr.invars) == len(in_sh):
+        # an argument returned as it is keeps its layout (its mesh's axis types too), as JAX's
+        pos = {id(v): k for k, v in enumerate(closed.jaxpr.invars)}
+        out_sh = [in_sh[pos[id(v)]] if s is None and id(v) in pos and isinstance(in_sh[pos[id(v)]], NamedSharding)
+                  else s for s, v in zip(out_sh, closed.jaxpr.outvars)]
     if ctx is not None and all(t.name == "Explicit" for t in ctx.axis_types):
         # over a context mesh of Explicit axes every value has a sharding type: one with none is replicated
         out_sh = [NamedSharding(ctx, PartitionSpec(*[None] * len(a.shape))) if s is None else s
