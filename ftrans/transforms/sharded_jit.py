@@ -526,9 +526,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     fname = owner.__name__
     from_args: list = []
     in_sh = _concrete_shardings(fname, _in_shardings(owner, args, kwargs, leaves, from_args))
-    ctx = context_of(owner)
-    if ctx is not None:  # an argument with no layout of its own is replicated over the mesh in context (JAX's)
-        in_sh = [NamedSharding(ctx, PartitionSpec()) if s is None else s for s in in_sh]
+    ctx = context_of(owner)  # (an argument with no layout of its own is replicated over it)
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings; One of pjit arguments)")
