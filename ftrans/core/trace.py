@@ -155,14 +155,17 @@ _active_lock = threading.Lock()
 # No transform active in any thread and no debug check on: the one global that
 # the hottest shortcuts (Array operators, jit's fast call) read directly.
 eager_everywhere = True
+# ``eager_everywhere`` but true under a mesh context too (code that places nothing itself).
+eager_unchecked = True
 
 
 def _count_active(delta: int) -> None:
-    global active_anywhere, eager_everywhere
+    global active_anywhere, eager_everywhere, eager_unchecked
     with _active_lock:
         active_anywhere += delta
         eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped
                                                         or _mesh_contexts)
+        eager_unchecked = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped)
 
 
 def is_eager() -> bool:

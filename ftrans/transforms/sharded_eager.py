@@ -25,6 +25,7 @@ from ftrans.core import sharding as _sharding
 from ftrans.core import trace as _trace
 from ftrans.core.operands import broadcast_operands
 from ftrans.core.primitive import Primitive
+from ftrans.core.prims.shard_map import eager_body
 from ftrans.lowering import device_eager
 from ftrans.transforms import sharded_jit
 from ftrans.transforms.jit import _leaf_aval, jit
@@ -89,7 +90,8 @@ def in_context(prim: Primitive, args: Any, params: dict) -> Any:
     """``prim`` under ``set_mesh`` / ``use_mesh``: as in JAX, every eager operation is a program on the context
     mesh, so its result lives there (replicated, or as the sharding-in-types rules type it); NotImplemented
     (the other eager rules) where no context mesh is set in this thread, or for the host-only primitives."""
-    if getattr(_local, "depth", 0) or prim.name in device_eager.HOST_ONLY or _sharding.context_mesh() is None:
+    if getattr(_local, "depth", 0) or prim.name in device_eager.HOST_ONLY or _sharding.context_mesh() is None \
+            or eager_body.depth:  # (a shard_map body run device by device: its values are per device)
         return NotImplemented
     return apply(prim, args, params)
 

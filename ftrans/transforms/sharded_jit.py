@@ -560,10 +560,6 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
         pos = {id(v): k for k, v in enumerate(closed.jaxpr.invars)}
         out_sh = [in_sh[pos[id(v)]] if s is None and id(v) in pos and isinstance(in_sh[pos[id(v)]], NamedSharding)
                   else s for s, v in zip(out_sh, closed.jaxpr.outvars)]
-    if ctx is not None and all(t.name == "Explicit" for t in ctx.axis_types):
-        # over a context mesh of Explicit axes every value has a sharding type: one with none is replicated
-        out_sh = [NamedSharding(ctx, PartitionSpec(*[None] * len(a.shape))) if s is None else s
-                  for s, a in zip(out_sh, closed.out_avals)]
     if any(_is_abstract(s) for s in out_sh):
         out_sh = _concrete_shardings(fname, in_sh + out_sh)[len(in_sh):]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
@@ -725,8 +721,10 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
         else:
             lay_in, lay_out = requested_layouts(owner, args, leaves, out_tree)
             check_layout_donation(avals, closed.out_avals, donate, lay_in, lay_out, in_sh)
+            ctx = context_of(owner)  # over a context mesh of Explicit axes every result has a type of its rank
             exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options,
-                                 lay_in, lay_out)
+                                 lay_in, lay_out, typed_ranks=ctx is not None and ctx == mesh and all(
+                                     t.name == "Explicit" for t in ctx.axis_types))
             exe.requested_in = lay_in
         entry = owner._spmd_cache[key] = (exe, out_tree, donate, tuple(device_key(d) for d in mesh.devices.flat))
         owner.misses += 1
