@@ -19,7 +19,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
+from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array, loosen
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.keys import is_user_edtype
 from ftrans.core.operands import (
@@ -276,7 +276,7 @@ def _on_context_mesh(out: Any, typed: bool) -> Any:
     from ftrans.devices import device_put
 
     typed = typed and AxisType.Explicit in mesh.axis_types
-    return device_put(out, NamedSharding(mesh, PartitionSpec(*([None] * out.ndim if typed else ()))))
+    return loosen(device_put(out, NamedSharding(mesh, PartitionSpec(*([None] * out.ndim if typed else ())))))
 
 
 def _placed(fn: Any) -> Any:

@@ -36,8 +36,8 @@ from ftrans.core import key_reuse as _kr
 from ftrans.core import platform as _platform
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
-from ftrans.core import trace as _trace
 from ftrans.core import sharding as _sh_mod
+from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.array import (
     Array,

@@ -23,6 +23,7 @@ from ftrans.core import array as _array_mod
 from ftrans.core import pytrees as tree_util
 from ftrans.core import sharding as _sharding
 from ftrans.core import trace as _trace
+from ftrans.core.array import ShardedArray
 from ftrans.core.operands import broadcast_operands
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims.shard_map import eager_body
@@ -93,7 +94,10 @@ def in_context(prim: Primitive, args: Any, params: dict) -> Any:
     if getattr(_local, "depth", 0) or prim.name in device_eager.HOST_ONLY or _sharding.context_mesh() is None \
             or eager_body.depth:  # (a shard_map body run device by device: its values are per device)
         return NotImplemented
-    return apply(prim, args, params)
+    out = apply(prim, args, params)
+    if out is NotImplemented or any(type(a) is ShardedArray and "_loose" not in a.__dict__ for a in args):
+        return out
+    return [_array_mod.loosen(o) for o in out] if prim.multiple_results else _array_mod.loosen(out)
 
 
 device_eager.set_sharded_apply(apply)
