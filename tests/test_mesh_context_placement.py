@@ -188,3 +188,22 @@ def test_out_sharding_results_state_their_rank_over_explicit_axes():
                         _where(jnp.repeat(a, 2, axis=0, out_sharding=PS("x"))),
                         _where(lib.reshard(np.arange(4.0), PS("x")))])
     assert got[0] == got[1]
+
+
+def test_context_placed_replicated_values_are_untyped_for_the_rules():
+    """docs/differences.md ("Sharding"): JAX raises where ftrans lays the replicated operand out as ``x``."""
+    fm = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    jm = jax.make_mesh((2, 2), ("x", "y"), axis_types=(JAxisType.Explicit,) * 2)
+    with jax.set_mesh(jm):
+        x = jax.device_put(X, JP("x", "y"))
+        z = jjnp.zeros((8, 2))
+        assert _where(z)[-1] == (None, None)
+        with pytest.raises(Exception, match="select cases must have the same shardings"):
+            jjnp.where(x > 0, x, z)
+    with ftrans.set_mesh(fm):
+        x = ftrans.device_put(X, P("x", "y"))
+        z = fjnp.zeros((8, 2))
+        assert _where(z)[-1] == (None, None)
+        out = fjnp.where(x > 0, x, z)
+        assert _where(out)[-1] == ("x", "y")
+        np.testing.assert_array_equal(np.asarray(out), np.where(X > 0, X, 0))
