@@ -526,7 +526,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     fname = owner.__name__
     from_args: list = []
     in_sh = _concrete_shardings(fname, _in_shardings(owner, args, kwargs, leaves, from_args))
-    ctx = context_of(owner)  # (an argument with no layout of its own is replicated over it)
+    ctx = context_of(owner)  # the mesh in context results are placed on (None: none is)
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings; One of pjit arguments)")
@@ -709,7 +709,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
                  leaves: list, avals: list, in_tree: Any) -> Any:
     own = tuple(x._sharded.sharding if type(x) is ShardedArray else None for x in leaves)  # runtime objects
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, own,
-           _config_mod.config.enable_x64, _config_mod.config.scoped_here(), get_mesh())
+           _config_mod.config.enable_x64, _config_mod.config.scoped_here(), get_mesh(), context_of(owner))
     entry = owner._spmd_cache.get(key)
     if entry is None:
         closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,
