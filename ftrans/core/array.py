@@ -987,6 +987,8 @@ class ShardedArray(_LazyHostArray):
         from ftrans.core.sharding import from_runtime
 
         d = self.__dict__
+        if "_loose" in d:
+            return d["_loose"]
         return from_runtime((d["_laid"] if "_laid" in d else self._sharded).sharding)
 
     @property
@@ -1094,6 +1096,26 @@ def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:
     out._aval = aval
     out.weak_type = aval.weak_type
     return out
+
+
+def loosen(arr: Any) -> Any:
+    """``arr`` (a result the mesh in context placed, from operands none of which had a layout of its own) left
+    untyped when it is replicated: its ``.sharding`` is the mesh's, as JAX's, but the sharding-in-types rules take
+    it as they take a host value (JAX computes such intermediates inside one traced function, where the layouts
+    they meet decide theirs; ftrans's eager functions make them one operation at a time)."""
+    if type(arr) is not ShardedArray or "_laid" in arr.__dict__:
+        return arr
+    from ftrans.core.sharding import NamedSharding
+
+    sh = arr.sharding
+    if type(sh) is not NamedSharding or sh.spec.unreduced or sh.spec.reduced or any(e is not None for e in sh.spec):
+        return arr
+    loose = NamedSharding(sh.mesh, sh.spec, memory_kind=sh.memory_kind)
+    loose._loose = True
+    arr.__dict__["_loose"] = loose
+    a = arr._aval
+    arr._aval = ShapedArray(a.shape, a.dtype, a.weak_type)
+    return arr
 
 
 def laid_out(arr: _LazyHostArray, buf: Any, layout: Any, to_default: Any) -> _LazyHostArray:

@@ -458,10 +458,14 @@ class Mesh:
 
     def __enter__(self) -> Mesh:
         _stack().append(self)
+        _legacy_stack().append(self)
+        _count_contexts(0, 1)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _stack().pop()
+        _legacy_stack().pop()
+        _count_contexts(0, -1)
 
     def __call__(self, fn: Any) -> Any:
         """As JAX's (a ``contextlib.ContextDecorator``): ``@mesh`` runs ``fn`` with ``mesh`` current."""
@@ -928,6 +932,55 @@ def get_mesh() -> Mesh | None:
     return s[-1] if s else _global_mesh[0]
 
 
+# Where results live under a mesh context, as in JAX: ``set_mesh`` / ``use_mesh`` make the mesh the one
+# ``jit`` and eager operations place their results on (JAX's concrete mesh); the deprecated ``with mesh:``
+# names the mesh only ``pjit`` places on (JAX's resource env).  The two are kept apart from ``get_mesh``'s
+# stack, and counted over all threads so the eager fast paths can tell, by one global, that none is open.
+
+def _concrete_stack() -> list:
+    s = getattr(_local, "concrete", None)
+    if s is None:
+        s = _local.concrete = []
+    return s
+
+
+def _legacy_stack() -> list:
+    s = getattr(_local, "legacy", None)
+    if s is None:
+        s = _local.legacy = []
+    return s
+
+
+def context_mesh() -> Mesh | None:
+    """The mesh ``jit`` and eager operations place results on: the innermost ``use_mesh``, else ``set_mesh``'s."""
+    s = getattr(_local, "concrete", None)
+    return s[-1] if s else _global_mesh[0]
+
+
+def legacy_mesh() -> Mesh | None:
+    """The mesh of the innermost ``with mesh:`` (what ``pjit`` places results on)."""
+    s = getattr(_local, "legacy", None)
+    return s[-1] if s else None
+
+
+# Open ``use_mesh`` blocks (plus one while ``set_mesh`` holds a mesh) and ``with mesh:`` blocks, in all threads.
+contexts_open = [0, 0]
+_contexts_lock = threading.Lock()
+# ``fn(concrete: bool, legacy: bool)``, called when either count turns zero or non-zero (the trace module's).
+on_contexts: list = []
+
+
+def _count_contexts(concrete: int, legacy: int) -> None:
+    with _contexts_lock:
+        before = (contexts_open[0] > 0, contexts_open[1] > 0)
+        contexts_open[0] += concrete
+        contexts_open[1] += legacy
+        after = (contexts_open[0] > 0, contexts_open[1] > 0)
+    if after != before:
+        for fn in on_contexts:
+            fn(*after)
+
+
 _abstract_local = threading.local()
 
 # ``() -> AbstractMesh``: the abstract mesh in context (``ftrans.sharding.get_abstract_mesh``, which knows
@@ -982,10 +1035,14 @@ def use_mesh(mesh: Mesh) -> Any:
     if not isinstance(mesh, Mesh):
         raise FtransTypeError(f"use_mesh: expected a Mesh, got {type(mesh).__name__}")
     _stack().append(mesh)
+    _concrete_stack().append(mesh)
+    _count_contexts(1, 0)
     try:
         yield mesh
     finally:
         _stack().pop()
+        _concrete_stack().pop()
+        _count_contexts(-1, 0)
 
 
 class _SetMesh:
@@ -1001,13 +1058,20 @@ class _SetMesh:
             raise FtransValueError(f"set_mesh: the mesh {mesh} contains manual axes, which only shard_map's body "
                                    "may have; give its axes Auto or Explicit types")
         self.prev = _global_mesh[0]
-        _global_mesh[0] = mesh
+        _set_global(mesh)
 
     def __enter__(self) -> Mesh | None:
         return _global_mesh[0]
 
     def __exit__(self, *exc: Any) -> None:
-        _global_mesh[0] = self.prev
+        _set_global(self.prev)
+
+
+def _set_global(mesh: Mesh | None) -> None:
+    was = _global_mesh[0] is not None
+    _global_mesh[0] = mesh
+    if was != (mesh is not None):
+        _count_contexts(1 if mesh is not None else -1, 0)
 
 
 def set_mesh(mesh: Mesh | None) -> _SetMesh:

@@ -83,8 +83,9 @@ def with_ur(spec: Sequence, unreduced: Any = frozenset(), reduced: Any = frozens
 
 
 def typed_aval(aval: ShapedArray, sharding: Any) -> ShapedArray:
-    """``aval`` typed by ``sharding`` when it is a NamedSharding over a mesh with Explicit axes; else as is."""
-    if not isinstance(sharding, NamedSharding):
+    """``aval`` typed by ``sharding`` when it is a NamedSharding over a mesh with Explicit axes; else as is (a
+    value the mesh in context placed, replicated, is not typed: see ``core/array.py``, ``loosen``)."""
+    if not isinstance(sharding, NamedSharding) or getattr(sharding, "_loose", False):
         return aval
     spec = explicit_spec(sharding.spec, sharding.mesh, len(aval.shape))
     if spec is None:

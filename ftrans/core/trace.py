@@ -24,6 +24,7 @@ from ftrans import errors
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
+from ftrans.core import sharding as _sharding_mod
 from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core import traceback_util as _traceback_util
 from ftrans.core.array import Array, from_foreign
@@ -154,13 +155,17 @@ _active_lock = threading.Lock()
 # No transform active in any thread and no debug check on: the one global that
 # the hottest shortcuts (Array operators, jit's fast call) read directly.
 eager_everywhere = True
+# ``eager_everywhere`` but true under a mesh context too (code that places nothing itself).
+eager_unchecked = True
 
 
 def _count_active(delta: int) -> None:
-    global active_anywhere, eager_everywhere
+    global active_anywhere, eager_everywhere, eager_unchecked
     with _active_lock:
         active_anywhere += delta
-        eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped)
+        eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped
+                                                        or _mesh_contexts)
+        eager_unchecked = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped)
 
 
 def is_eager() -> bool:
@@ -174,7 +179,7 @@ def can_shortcut() -> bool:
     Like ``is_eager``, but false while a debug check (``debug_nans``/``debug_infs``)
     must see every primitive.
     """
-    return eager_everywhere or (state.eval_only and not (_debug_nans or _debug_infs or _numpy_checks))
+    return eager_everywhere or (state.eval_only and not (_debug_nans or _debug_infs or _numpy_checks or _mesh_eager))
 
 
 @contextlib.contextmanager
@@ -568,6 +573,13 @@ _error_checks = False
 # A config context (``ftrans.enable_x64(...)``, ...) is open in some thread: its options are the
 # calling thread's, so the global shortcuts (jit's fast keys, which hold no per-thread option) step aside.
 _scoped = False
+# A mesh context is open in some thread (``core/sharding.py``): ``set_mesh``/``use_mesh`` (``_mesh_eager``:
+# eager results are placed on its mesh, by ``_mesh_backend``) or ``with mesh:`` (pjit's); the shortcuts,
+# which place nothing, step aside while either is.
+_mesh_eager = False
+_mesh_contexts = False
+# fn(prim, args, params) -> result on the thread's context mesh, or NotImplemented (none: the other rules).
+_mesh_backend: Any = None
 
 
 def set_device_backend(fn: Any) -> None:
@@ -589,6 +601,33 @@ def _with_device(inner: Any) -> Any:
         return out
 
     return apply
+
+
+def _with_mesh(inner: Any) -> Any:
+    def apply(prim: Primitive, args, params: dict) -> Any:
+        out = _mesh_backend(prim, args, params)
+        if out is NotImplemented:
+            return inner(prim, args, params)
+        return out
+
+    return apply
+
+
+def set_mesh_backend(fn: Any) -> None:
+    """Install the eager rule for operations under a mesh context (``transforms/sharded_eager.py``)."""
+    global _mesh_backend
+    _mesh_backend = fn
+    _rebuild_eager()
+
+
+def _on_mesh_contexts(concrete: bool, legacy: bool) -> None:
+    global _mesh_eager, _mesh_contexts
+    _mesh_eager, _mesh_contexts = concrete, concrete or legacy
+    _rebuild_eager()
+    _count_active(0)
+
+
+_sharding_mod.on_contexts.append(_on_mesh_contexts)
 
 
 def _with_checks(inner: Any) -> Any:
@@ -695,6 +734,8 @@ def _rebuild_eager() -> None:
     fn = _host_apply
     if _device_backend is not None:
         fn = _with_device(fn)
+    if _mesh_eager and _mesh_backend is not None:
+        fn = _with_mesh(fn)
     if _debug_nans or _debug_infs:
         fn = _with_checks(fn)
     eager_apply = fn

@@ -181,7 +181,16 @@ def broadcast_like(arr: Any, like_arr: Any) -> Any:
     lead = len(shape) - len(src)
     keep = [i for i, a in enumerate(src) if a == shape[lead + i]]
     squeezed = lax.reshape(op, tuple(src[i] for i in keep)) if len(keep) != len(src) else op
-    return lax.broadcast_in_dim(squeezed, shape, tuple(lead + i for i in keep))
+    # laid out as ``like_arr`` when its type has a sharding (over Explicit mesh axes), as JAX's
+    like = getattr(getattr(like_arr, "aval", None), "typed_sharding", None)
+    if like is not None:
+        have = getattr(getattr(op, "aval", None), "typed_sharding", None)
+        want = tuple(like.spec) + (None,) * (len(shape) - len(like.spec))
+        if have is not None and any(a is not None and a != b for a, b in zip(have.spec, want[lead:])):
+            raise FtransValueError(f"Incompatible types for broadcasting: input type={op.aval.str_short()} and "
+                                   f"requested type={like_arr.aval.str_short()} (lax.broadcast_like: each sharded "
+                                   "dimension of the input must be sharded alike in the result)")
+    return lax.broadcast_in_dim(squeezed, shape, tuple(lead + i for i in keep), out_sharding=like)
 
 
 def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = None) -> Any:

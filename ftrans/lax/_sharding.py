@@ -296,6 +296,11 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
         _check_unreduced_result(out, s.spec)
     if (s.spec.unreduced or s.spec.reduced) and _has_type(out, s):  # (JAX's: the product's type, no reshard)
         return out
+    n = len(getattr(out, "shape", ()))
+    if isinstance(out, Array) and len(s.spec) < n and not (s.spec.unreduced or s.spec.reduced) and any(
+            t.name == "Explicit" for t in s.mesh.axis_types):  # the result's sharding is its type's, of its rank
+        s = NamedSharding(s.mesh, PartitionSpec(*(tuple(s.spec) + (None,) * (n - len(s.spec)))),
+                          memory_kind=s.memory_kind)
     return with_sharding_constraint(out, s, _what=what)
 
 

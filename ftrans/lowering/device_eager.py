@@ -112,6 +112,7 @@ def committed_device(args: Any, what: str) -> Any:
 # Primitives that run Python on the host (the callbacks, and checkify's check, which raises a failed check's
 # error): eagerly they always take the host rule.
 _HOST_ONLY = frozenset({"debug_callback", "debug_print", "pure_callback", "io_callback", "check"})
+HOST_ONLY = _HOST_ONLY
 
 
 def on_accelerator(args: Any) -> Any:

@@ -177,7 +177,9 @@ class SpmdExecutable:
 
     def __init__(self, closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequence[Any],
                  out_shardings: Sequence[Any], donated: Sequence[bool] = (), options: tuple = (),
-                 in_layouts: Sequence[Any] = (), out_layouts: Sequence[Any] = ()):
+                 in_layouts: Sequence[Any] = (), out_layouts: Sequence[Any] = (), typed_ranks: bool = False):
+        # ``typed_ranks``: a result XLA lays out states every dimension in its spec, as JAX's results typed over
+        # a context mesh of Explicit axes do (their sharding is their type's)
         self.name = name
         self.mesh = mesh
         self.devices = list(mesh.devices.flat)
@@ -227,8 +229,9 @@ class SpmdExecutable:
                 spec = compat.spec_matching(h, over, len(a.shape))
                 if spec is not None:
                     spec = list(spec)
-                    while spec and spec[-1] is None:  # as JAX states a chosen layout: no trailing unsplit dims
-                        spec.pop()
+                    while spec and spec[-1] is None and not typed_ranks:  # as JAX states a chosen layout: no
+                        spec.pop()                                         # trailing unsplit dims
+                    spec += [None] * (len(a.shape) - len(spec) if typed_ranks else 0)
                     s = NamedSharding(over, PartitionSpec(*spec))
             if isinstance(s, NamedSharding):
                 outs.append(s)

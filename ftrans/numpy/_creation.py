@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
+from ftrans.core import trace as _trace
+from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array, loosen
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.keys import is_user_edtype
 from ftrans.core.operands import (
@@ -261,6 +262,23 @@ def _place(out: Any, device: Any) -> Any:
     return device_put(out, device)
 
 
+def _on_context_mesh(out: Any, typed: bool) -> Any:
+    """An array made eagerly under ``set_mesh``/``use_mesh`` lives on the context mesh, replicated, as JAX's
+    (whose creation functions are programs placed there): over a mesh with Explicit axes a filled array is
+    typed ``P(None, ...)`` (``typed``), what ``jnp.array`` makes ``P()``. Anything else as it is."""
+    if not (type(out) is Array or (type(out) is DeviceArray and not out._committed)) or not is_eager():
+        return out
+    from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec, context_mesh
+
+    mesh = context_mesh()
+    if mesh is None or mesh.empty:
+        return out
+    from ftrans.devices import device_put
+
+    typed = typed and AxisType.Explicit in mesh.axis_types
+    return loosen(device_put(out, NamedSharding(mesh, PartitionSpec(*([None] * out.ndim if typed else ())))))
+
+
 def _placed(fn: Any) -> Any:
     """Give ``fn``'s keyword ``device`` effect (the body builds the array; this places it)."""
 
@@ -276,7 +294,9 @@ def _placed(fn: Any) -> Any:
             from ftrans.lax._sharding import with_out_sharding
 
             return with_out_sharding(fn.__name__, sharding, lambda: out)
-        return out if device is None else _place(out, device)
+        if device is None:
+            return _on_context_mesh(out, True) if _trace._mesh_eager else out
+        return _place(out, device)
 
     return wrapper
 
@@ -395,7 +415,9 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
         out = Array._new(out._value, out.weak_type)
     if device is not None:
         _check_committed_devices(obj, device)
-    return out if device is None else _place(out, device)
+    if device is None:
+        return _on_context_mesh(out, False) if _trace._mesh_eager else out
+    return _place(out, device)
 
 
 def _check_committed_devices(obj: Any, device: Any) -> None:

@@ -935,8 +935,8 @@ def _typed_updates(xp: Any, indices: Any, yp: Any, dn: Any) -> Any:
     if xa.typed_sharding is None:
         return yp
     ya = array_aval(yp)
-    if ya.typed_sharding is not None:
-        return yp
+    if ya.typed_sharding is not None and any(e is not None for e in ya.typed_sharding.spec):
+        return yp  # (typed replicated, as values made under a mesh context are, they are laid out as untyped ones)
     ospec, ispec = spec_of(xa), spec_of(array_aval(indices))
     owindow = [d for d in range(len(xa.shape)) if d not in dn.collapsed_slice_dims]
     from_indices = iter(ispec[:-1])
@@ -953,7 +953,8 @@ def _typed_updates(xp: Any, indices: Any, yp: Any, dn: Any) -> Any:
     from ftrans.core.sharding import NamedSharding, PartitionSpec
     from ftrans.lax._sharding import with_sharding_constraint
 
-    return with_sharding_constraint(yp, NamedSharding(xa.sharding.mesh, PartitionSpec(*spec)))
+    return with_sharding_constraint(yp, NamedSharding(xa.sharding.mesh, PartitionSpec(*spec)),
+                                    _what="with_sharding_constraint" if ya.typed_sharding is None else "reshard")
 
 
 def _unsafe_cast_warning(name: str, src: np.dtype, dst: np.dtype) -> None:

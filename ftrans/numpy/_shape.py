@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.operands import (
     as_operand,
@@ -1260,7 +1261,12 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
         return _repeat_traced(x, repeats, ax, n, total)
     counts = _repeat_counts("repeat", repeats, n, total)
     if n and (counts == counts[0]).all():
-        return _repeat_each(x, ax, int(counts[0]))
+        out = _repeat_each(x, ax, int(counts[0]))
+        if out is x and _trace._mesh_eager:  # (no operation ran: placed on the mesh in context, as one would be)
+            from ftrans.numpy._creation import _on_context_mesh
+
+            out = _on_context_mesh(out, True)
+        return out
     parts, start = [], 0
     while start < n:
         stop = start + 1

@@ -824,11 +824,31 @@ def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple, ax
             ) from None
         nd = len(aval_of(o).shape) + 1
         _check_out_axis(name, od, nd, where)
-        return broadcast_batch(o, size, od % nd)
+        return _typed_batch(broadcast_batch(o, size, od % nd), o, main.payload, od % nd)
     val, bd = o.val, o.bdim
     nd = len(aval_of(val).shape)
     _check_out_axis(name, od, nd, where)
     return moveaxis(val, bd, od % nd)
+
+
+def _typed_batch(b: Any, o: Any, frame: Any, axis: int) -> Any:
+    """An unmapped output broadcast along the batch dimension: split there over the Explicit mesh axes the
+    mapped arguments are (JAX's vmap broadcasts it with its explicit mesh axis), when ``o`` is typed over
+    that mesh."""
+    axes = getattr(frame, "explicit", None)
+    if not axes:
+        return b
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.sharding import NamedSharding, PartitionSpec, context_mesh
+
+    own = aval_of(o).typed_sharding if isinstance(o, Tracer) else _explicit_type(o)
+    mesh, spec = (own.mesh, tuple(own.spec)) if own is not None else (context_mesh(), ())
+    if mesh is None or not set(axes) <= set(mesh.axis_names):  # (a value of no mesh: the rules take it as it is)
+        return b
+    rank = len(aval_of(b).shape)
+    entries = list(spec) + [None] * (rank - 1 - len(spec))
+    entries.insert(axis, axes[0] if len(axes) == 1 else tuple(axes))
+    return sharding_constraint_p.bind(b, sharding=NamedSharding(mesh, PartitionSpec(*entries[:rank])))
 
 
 def _check_out_axis(name: str, od: int, nd: int, where: str) -> None:

@@ -37,6 +37,7 @@ from ftrans.core import platform as _platform
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import sharding as _sh_core
+from ftrans.core import sharding as _sh_mod
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.array import (
@@ -1247,7 +1248,7 @@ class JitWrapped:
                         return _cpp_single_output(entry(*full_args), entry, self._fast)
         avals = []
         tracing = False
-        spread = self._spmd_always
+        spread = self._spmd_always or _sh_mod.contexts_open[0] or _sh_mod.contexts_open[1]
         float0_in = False
         for leaf in leaves:
             a = _leaf_aval(leaf)

@@ -244,7 +244,7 @@ class _ShardMapped:
             return self._call_with_refs(args)
         if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
             return self._bind(*args)
-        if _trace.eager_everywhere and _trace.is_eager() and not self._explicit_auto() and not any(
+        if _trace.eager_unchecked and _trace.is_eager() and not self._explicit_auto() and not any(
                 isinstance(x, Tracer) for x in tree_util.tree_leaves(args)):
             # Concrete arguments: the body runs device by device on concrete blocks, as JAX's eager shard_map.
             from ftrans.transforms.shard_map_eager import eager_shard_map

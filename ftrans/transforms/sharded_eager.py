@@ -21,9 +21,12 @@ from typing import Any
 
 from ftrans.core import array as _array_mod
 from ftrans.core import pytrees as tree_util
+from ftrans.core import sharding as _sharding
 from ftrans.core import trace as _trace
+from ftrans.core.array import ShardedArray
 from ftrans.core.operands import broadcast_operands
 from ftrans.core.primitive import Primitive
+from ftrans.core.prims.shard_map import eager_body
 from ftrans.lowering import device_eager
 from ftrans.transforms import sharded_jit
 from ftrans.transforms.jit import _leaf_aval, jit
@@ -84,5 +87,19 @@ def _wrapper(prim: Primitive, params: dict) -> Any:
     return fn
 
 
+def in_context(prim: Primitive, args: Any, params: dict) -> Any:
+    """``prim`` under ``set_mesh`` / ``use_mesh``: as in JAX, every eager operation is a program on the context
+    mesh, so its result lives there (replicated, or as the sharding-in-types rules type it); NotImplemented
+    (the other eager rules) where no context mesh is set in this thread, or for the host-only primitives."""
+    if getattr(_local, "depth", 0) or prim.name in device_eager.HOST_ONLY or _sharding.context_mesh() is None \
+            or eager_body.depth:  # (a shard_map body run device by device: its values are per device)
+        return NotImplemented
+    out = apply(prim, args, params)
+    if out is NotImplemented or any(type(a) is ShardedArray and "_loose" not in a.__dict__ for a in args):
+        return out
+    return [_array_mod.loosen(o) for o in out] if prim.multiple_results else _array_mod.loosen(out)
+
+
 device_eager.set_sharded_apply(apply)
+_trace.set_mesh_backend(in_context)
 _array_mod.on_first_sharded_array = device_eager.install

@@ -18,6 +18,7 @@ from typing import Any
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import pytrees as tree_util
+from ftrans.core import sharding as _sh_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import DeviceArray, ShardedArray, device_key, sharded_sig
 from ftrans.core.avals import ShapeDtypeStruct
@@ -85,7 +86,16 @@ def needs_spmd(owner: Any, leaves: list) -> bool:
             return True
         if type(x) is ShapeDtypeStruct and isinstance(as_sharding(x.sharding), NamedSharding):
             return True  # lower(ShapeDtypeStruct(..., sharding=s)) as for an argument laid out so
-    return False
+    return context_of(owner) is not None
+
+
+def context_of(owner: Any) -> Any:
+    """The mesh in context that ``owner``'s results are placed on, as JAX's: ``set_mesh``/``use_mesh``'s for
+    ``jit``, ``with mesh:``'s for ``pjit``; None when none is open."""
+    if not _sh_mod.contexts_open[0] and not _sh_mod.contexts_open[1]:
+        return None
+    mesh = _sh_mod.legacy_mesh() if getattr(owner, "_api_name", None) == "pjit" else _sh_mod.context_mesh()
+    return None if mesh is None or mesh.empty else mesh
 
 
 def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
@@ -517,6 +527,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     fname = owner.__name__
     from_args: list = []
     in_sh = _concrete_shardings(fname, _in_shardings(owner, args, kwargs, leaves, from_args))
+    ctx = context_of(owner)  # the mesh in context results are placed on (None: none is)
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings; One of pjit arguments)")
@@ -545,6 +556,11 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     # axes too, its type says only the Explicit ones: the partitioner lays the rest out, as JAX's leaves them open)
     out_sh = [s if s is not None or a.typed_sharding is None or _mixed(a.typed_sharding) else a.typed_sharding
               for s, a in zip(out_sh, closed.out_avals)]
+    if ctx is not None and len(closed.jaxpr.invars) == len(in_sh):
+        # an argument returned as it is keeps its layout (its mesh's axis types too), as JAX's
+        pos = {id(v): k for k, v in enumerate(closed.jaxpr.invars)}
+        out_sh = [in_sh[pos[id(v)]] if s is None and id(v) in pos and isinstance(in_sh[pos[id(v)]], NamedSharding)
+                  else s for s, v in zip(out_sh, closed.jaxpr.outvars)]
     if any(_is_abstract(s) for s in out_sh):
         out_sh = _concrete_shardings(fname, in_sh + out_sh)[len(in_sh):]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
@@ -694,7 +710,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
                  leaves: list, avals: list, in_tree: Any) -> Any:
     own = tuple(x._sharded.sharding if type(x) is ShardedArray else None for x in leaves)  # runtime objects
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, own,
-           _config_mod.config.enable_x64, _config_mod.config.scoped_here(), get_mesh())
+           _config_mod.config.enable_x64, _config_mod.config.scoped_here(), get_mesh(), context_of(owner))
     entry = owner._spmd_cache.get(key)
     if entry is None:
         closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,
@@ -706,8 +722,10 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
         else:
             lay_in, lay_out = requested_layouts(owner, args, leaves, out_tree)
             check_layout_donation(avals, closed.out_avals, donate, lay_in, lay_out, in_sh)
+            ctx = context_of(owner)  # over a context mesh of Explicit axes every result has a type of its rank
             exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options,
-                                 lay_in, lay_out)
+                                 lay_in, lay_out, typed_ranks=ctx is not None and ctx == mesh and all(
+                                     t.name == "Explicit" for t in ctx.axis_types))
             exe.requested_in = lay_in
         entry = owner._spmd_cache[key] = (exe, out_tree, donate, tuple(device_key(d) for d in mesh.devices.flat))
         owner.misses += 1
