@@ -165,6 +165,32 @@ def test_typed_transposes_of_reduce_sum_and_dot_general_have_jax_types():
         np.testing.assert_allclose(a, b)
 
 
+def test_replayed_transpose_broadcast_keeps_its_type():
+    # reduce_sum's transpose types its broadcast as the operand (JAX's out_sharding): replaying the jaxpr
+    # (eval_jaxpr; the lowering of a scan replays its body so) gives it that type again
+    def run(lib, jnp):
+        mesh = _mesh(lib, (2,), ("x",), ("Explicit",))
+        with lib.set_mesh(mesh):
+            x = lib.device_put(np.arange(16.0, dtype=np.float32).reshape(8, 2), lib.P("x", None))
+            g = lib.grad(lambda x: jnp.sum(x))
+            jp = lib.make_jaxpr(g)(x)
+            rp = lib.make_jaxpr(lambda x: lib.core.eval_jaxpr(jp.jaxpr, jp.consts, x))(x)
+            types = [[tuple(e.outvars[0].aval.sharding.spec) for e in j.eqns if e.primitive.name == "broadcast_in_dim"]
+                     for j in (jp.jaxpr, rp.jaxpr)]
+
+            @lib.jit
+            def step(xs):
+                return lib.lax.scan(lambda acc, xb: (acc + g(xb), None), jnp.zeros_like(xs[0]), xs)[0]
+
+            out = step(lib.device_put(np.ones((3, 8, 2), np.float32), lib.P(None, "x", None)))
+            return types, tuple(out.sharding.spec), np.asarray(out)
+
+    r = _both(run)
+    assert r["ftrans"][0] == r["jax"][0] == [[("x", None)], [("x", None)]]
+    assert r["ftrans"][1] == r["jax"][1]
+    np.testing.assert_array_equal(r["ftrans"][2], r["jax"][2])
+
+
 def test_singleton_reshape_keeps_the_other_entries():
     def run(lib, jnp):
         mesh = _mesh(lib, (1,), ("x",), ("Explicit",))

@@ -188,8 +188,11 @@ typed_by_api: set = set()
 
 
 def as_recorded(aval: ShapedArray) -> Any:
-    spec = aval.typed_sharding.spec
-    return out_sharding_override(aval.shape, spec if spec.unreduced or spec.reduced else tuple(spec))
+    """The recorded type of an equation's result, given again on replay (over its mesh: a transposition rule
+    may have typed it though its operands were untyped)."""
+    sh = aval.typed_sharding
+    spec = sh.spec
+    return out_sharding_override(aval.shape, spec if spec.unreduced or spec.reduced else tuple(spec), sh.mesh)
 
 
 @contextmanager

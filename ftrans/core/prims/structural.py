@@ -678,6 +678,7 @@ rng_bit_generator_p.sharding_rule = _sr.rng_bit_generator
 to_edtype_p.sharding_rule = _sr.to_edtype
 from_edtype_p.sharding_rule = _sr.from_edtype
 _sr.typed_by_api.add(reshape_p)
+_sr.typed_by_api.add(broadcast_in_dim_p)  # (typed by transposition rules: JAX's ``sharding`` param)
 
 
 # ---------------------------------------------------------------- printing
