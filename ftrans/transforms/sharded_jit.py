@@ -40,6 +40,12 @@ from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering.spmd import SpmdExecutable
 from ftrans.transforms.jit import GENERAL_PATH, Compiled, LoweredText
 
+
+class _DeviceAssignmentError(FtransValueError, RuntimeError):
+    """``compile(device_assignment=)`` of the wrong length: jax 0.10 raised ``ValueError``, jax 0.11
+    ``RuntimeError``."""
+
+
 __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 
 
@@ -869,11 +875,12 @@ class ShardedLowered(LoweredText):
                     f"`.compile(device_assignment=)` (jit({fname}) was lowered over {mesh}, which has no devices)")
             devs = tuple(device_assignment)
             if len(devs) != mesh.size:
-                # jax 0.11's error (jax 0.10 raised ValueError: "The size of abstract mesh ... must match")
-                raise _FtransRuntimeError(
+                # jax 0.11's RuntimeError and jax 0.10's ValueError (both messages): either's handler catches it
+                raise _DeviceAssignmentError(
                     f"Length of device_assignment ({len(devs)}) passed to `.compile()` must be equal to the number "
                     f"of devices the jitted function was lowered with ({mesh.size}): jit({fname}) was lowered over "
-                    f"{mesh}")
+                    f"{mesh}. The size of abstract mesh {mesh.size} in {mesh} must match the length of device "
+                    f"assignment: {len(devs)}")
             over = {mesh: mesh_over(mesh, devs)}  # each abstract mesh over those devices
 
             def concrete(s: Any) -> Any:

@@ -1,0 +1,98 @@
+"""pjit_test's area D against jax on 8 CPU devices: eager loops whose body constrains shardings (``vmap`` with
+``spmd_axis_name`` over a ``scan``), ``compile(device_assignment=)`` of the wrong length, PRNG key arrays'
+shardings (``device_put`` of keys, the key data's trailing dimension in the lowered module) and
+``threefry_partitionable=False``."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fnp
+
+pytestmark = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+
+
+def _libs():
+    return ((ftrans, fnp), (jax, jax.numpy))
+
+
+def _mesh(lib, shape, names):
+    sh = lib.sharding
+    devs = np.array(lib.devices()[:math.prod(shape)]).reshape(shape)
+    return sh.Mesh(devs, names, axis_types=(sh.AxisType.Auto,) * len(names))
+
+
+def _spec(s):
+    t = list(s)
+    while t and t[-1] is None:
+        t.pop()
+    return tuple(t)
+
+
+def test_vmap_spmd_axis_name_over_scan_lays_out_result_as_jax():
+    outs = {}
+    for lib, np_ in _libs():
+        sh = lib.sharding
+        mesh = _mesh(lib, (2, 2, 2), ("replica", "data", "mdl"))
+        x = np_.arange(64).reshape(8, 4, 2, 1)
+
+        def f(inp, lib=lib, sh=sh, mesh=mesh):
+            return lib.lax.with_sharding_constraint(inp, sh.NamedSharding(mesh, sh.PartitionSpec("data", None)))
+
+        def with_scan(x, lib=lib, f=f):
+            return lib.lax.scan(lambda c, _: (f(c), None), x, None, length=1)[0]
+
+        out = lib.vmap(with_scan, spmd_axis_name="mdl")(x)
+        plain = with_scan(x)
+        outs[lib.__name__] = (np.asarray(out), _spec(out.sharding.spec), _spec(plain.sharding.spec))
+    np.testing.assert_array_equal(outs["ftrans"][0], outs["jax"][0])
+    assert outs["ftrans"][1:] == outs["jax"][1:] == (("mdl", "data"), ("data",))
+
+
+@pytest.mark.parametrize("loop", ["cond", "while", "fori", "scan"])
+def test_eager_loop_with_constraint_is_sharded_as_jax(loop):
+    outs = {}
+    for lib, np_ in _libs():
+        sh = lib.sharding
+        s = sh.NamedSharding(_mesh(lib, (2,), ("x",)), sh.PartitionSpec("x"))
+        wsc = lib.lax.with_sharding_constraint
+        x = np_.arange(8.0)
+        if loop == "cond":
+            out = lib.lax.cond(True, lambda x: wsc(x * 2, s), lambda x: x, x)
+        elif loop == "while":
+            out = lib.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, wsc(c[1] * 2, s)), (0, x))[1]
+        elif loop == "fori":
+            out = lib.lax.fori_loop(0, 3, lambda i, c: wsc(c * 2, s), x)
+        else:
+            out = lib.lax.scan(lambda c, _: (wsc(c * 2, s), None), x, None, length=2)[0]
+        outs[lib.__name__] = (np.asarray(out), type(out.sharding).__name__, _spec(out.sharding.spec))
+    np.testing.assert_array_equal(outs["ftrans"][0], outs["jax"][0])
+    assert outs["ftrans"][1:] == outs["jax"][1:] == ("NamedSharding", ("x",))
+
+
+def test_compile_device_assignment_of_wrong_length_is_jax_010_and_011_error():
+    for lib, np_ in _libs():
+        sh = lib.sharding
+        mesh = _mesh(lib, (2, 1), ("x", "y"))
+        sds = lib.ShapeDtypeStruct((8, 2), np.float32, sharding=sh.NamedSharding(mesh.abstract_mesh,
+                                                                                 sh.PartitionSpec("x")))
+        lowered = lib.jit(lambda x: x * 2).trace(sds).lower(lowering_platforms=("cpu",))
+        # jax 0.10: ValueError "The size of abstract mesh 2 ... must match the length of device assignment: 1"
+        errs = (ValueError,) if lib is jax and jax.__version_info__ < (0, 11) else (RuntimeError,)
+        if lib is ftrans:
+            errs = (ValueError, RuntimeError)
+        for err in errs:
+            with pytest.raises(err) as info:
+                lowered.compile(device_assignment=(lib.devices()[0],))
+            if err is ValueError:
+                assert "The size of abstract mesh 2" in str(info.value)
+                assert "must match the length of device assignment: 1" in str(info.value)
