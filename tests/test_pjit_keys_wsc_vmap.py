@@ -96,3 +96,64 @@ def test_compile_device_assignment_of_wrong_length_is_jax_010_and_011_error():
             if err is ValueError:
                 assert "The size of abstract mesh 2" in str(info.value)
                 assert "must match the length of device assignment: 1" in str(info.value)
+
+
+def _draws(lib):
+    out = []
+    for k in (lib.random.PRNGKey(0), lib.random.key(42)):
+        out.append(lib.random.key_data(lib.random.split(k, 3)))
+        out.append(lib.random.key_data(lib.random.split(k, (2, 3))))
+        out.append(lib.random.key_data(lib.random.fold_in(k, 7)))
+        for dt in (np.uint8, np.uint16, np.uint32):
+            for shape in ((), (5,), (2, 3), (0,)):
+                out.append(lib.random.bits(k, shape, dt))
+        out.append(lib.random.uniform(k, (3, 3)))
+        out.append(lib.random.normal(k, (7,)))
+        out.append(lib.random.randint(k, (), 0, 10))
+        out.append(lib.jit(lambda k, lib=lib: lib.random.uniform(k, (4,)))(k))
+        out.append(lib.random.permutation(k, 10))
+    return [np.asarray(o) for o in out]
+
+
+@pytest.mark.parametrize("partitionable", [False, True])
+def test_threefry_partitionable_option_draws_jax_bits(partitionable):
+    got = {}
+    for lib, _ in _libs():
+        with lib.threefry_partitionable(partitionable):
+            got[lib.__name__] = _draws(lib)
+    for a, b in zip(got["ftrans"], got["jax"]):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+
+
+def test_threefry_partitionable_context_within_jit_as_jax():
+    outs = {}
+    for lib, _ in _libs():
+        with lib.threefry_partitionable(False):
+            def f(x, lib=lib):
+                return x + lib.random.randint(lib.random.key(72), (), 0, 10)
+
+            def g(x, lib=lib):
+                with lib.threefry_partitionable(True):
+                    return x + lib.random.randint(lib.random.key(72), (), 0, 10)
+
+            outs[lib.__name__] = (int(f(1)), int(g(1)), int(lib.jit(g)(1)))
+    assert outs["ftrans"] == outs["jax"]
+    assert outs["ftrans"][0] != outs["ftrans"][1] == outs["ftrans"][2]
+
+
+def test_threefry_partitionable_global_update_retraces():
+    got = {}
+    for lib, _ in _libs():
+        f = lib.jit(lambda k, lib=lib: lib.random.bits(k, (5,)))
+        k = lib.random.PRNGKey(1)
+        before = np.asarray(f(k))
+        lib.config.update("jax_threefry_partitionable", False)
+        try:
+            off = np.asarray(f(k))
+        finally:
+            lib.config.update("jax_threefry_partitionable", True)
+        got[lib.__name__] = (before, off, np.asarray(f(k)))
+    for a, b in zip(got["ftrans"], got["jax"]):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(got["ftrans"][0], got["ftrans"][1])
