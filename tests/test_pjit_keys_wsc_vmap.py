@@ -157,3 +157,25 @@ def test_threefry_partitionable_global_update_retraces():
     for a, b in zip(got["ftrans"], got["jax"]):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(got["ftrans"][0], got["ftrans"][1])
+
+
+def test_enable_custom_prng_device_put_of_keys_keeps_them_keys_as_jax():
+    got = {}
+    for lib, _ in _libs():
+        sh = lib.sharding
+        mesh = _mesh(lib, (8,), ("x",))
+        s = sh.NamedSharding(mesh, sh.PartitionSpec("x"))
+        with lib.enable_custom_prng():
+            k = lib.random.PRNGKey(0)
+            x = lib.random.split(k, 8)
+            y = lib.device_put(x, s)
+            s1 = sh.SingleDeviceSharding(lib.devices()[1])
+            z = lib.device_put(x, s1)
+            raw = np.array([0, 5], np.uint32)
+            kinds = (str(k.dtype), str(lib.random.split(raw).dtype), str(lib.random.fold_in(raw, 3).dtype))
+        assert lib.dtypes.issubdtype(y.dtype, lib.dtypes.prng_key) and y.sharding == s
+        assert lib.dtypes.issubdtype(z.dtype, lib.dtypes.prng_key) and z.sharding == s1
+        got[lib.__name__] = (kinds, np.asarray(lib.random.key_data(y)), str(lib.random.PRNGKey(0).dtype))
+    assert got["ftrans"][0] == got["jax"][0] == ("key<fry>",) * 3
+    np.testing.assert_array_equal(got["ftrans"][1], got["jax"][1])
+    assert got["ftrans"][2] == got["jax"][2] == "uint32"
