@@ -179,3 +179,26 @@ def test_enable_custom_prng_device_put_of_keys_keeps_them_keys_as_jax():
     assert got["ftrans"][0] == got["jax"][0] == ("key<fry>",) * 3
     np.testing.assert_array_equal(got["ftrans"][1], got["jax"][1])
     assert got["ftrans"][2] == got["jax"][2] == "uint32"
+
+
+@pytest.mark.parametrize("shape,spec", [((8, 2), ("x", "y")), ((8, 2, 2), ("x", "y", None))])
+def test_key_results_leave_key_data_axes_replicated_as_jax(shape, spec):
+    got = {}
+    for lib, _ in _libs():
+        sh = lib.sharding
+        mesh = _mesh(lib, (4, 2), ("x", "y"))
+        data = np.arange(2 * math.prod(shape), dtype=np.uint32).reshape(*shape, 2)
+        x = lib.device_put(data, sh.NamedSharding(mesh, sh.PartitionSpec(*spec)))
+
+        @lib.jit
+        def f(d, lib=lib):
+            return lib.random.wrap_key_data(d).T
+
+        out = f(x)
+        text = f.lower(x).as_text()
+        dims = ", ".join(["{?}"] * len(shape) + ["{}"])
+        assert f"<@empty_mesh, [{dims}]>" in text, text
+        got[lib.__name__] = (np.asarray(lib.random.key_data(out)), _spec(out.sharding.spec),
+                             _spec(lib.random.key_data(out).sharding.spec))
+    np.testing.assert_array_equal(got["ftrans"][0], got["jax"][0])
+    assert got["ftrans"][1:] == got["jax"][1:]

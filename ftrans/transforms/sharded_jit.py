@@ -573,6 +573,16 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     return closed, out_tree, mesh, in_sh, out_sh, donate
 
 
+def key_outputs(out_tree: Any) -> tuple[tuple[int, int], ...]:
+    """(result index, trailing key axes) of each result that is a key array's data."""
+    if not tree_util.has_key_nodes(out_tree):
+        return ()
+    from ftrans.core.keys import PRNGKeyArray
+
+    marked = tree_util.user_leaves(out_tree, list(range(out_tree.num_leaves)))
+    return tuple((k._base_array, len(k._impl.key_shape)) for k in marked if type(k) is PRNGKeyArray)
+
+
 def _mixed(sharding: Any) -> bool:
     """Whether a type's mesh has Explicit and Auto axes both (and the type names no Explicit axis of size 1,
     which the partitioner's layout, read back, could not state)."""
@@ -712,7 +722,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
             lay_in, lay_out = requested_layouts(owner, args, leaves, out_tree)
             check_layout_donation(avals, closed.out_avals, donate, lay_in, lay_out, in_sh)
             exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options,
-                                 lay_in, lay_out)
+                                 lay_in, lay_out, key_outputs=key_outputs(out_tree))
             exe.requested_in = lay_in
         entry = owner._spmd_cache[key] = (exe, out_tree, donate, tuple(device_key(d) for d in mesh.devices.flat))
         owner.misses += 1
@@ -851,7 +861,8 @@ class ShardedLowered(LoweredText):
             s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_sh]
         self._text = lower_spmd(closed, owner.__name__, mesh, ins, out_sh,
                                 (False,) * n + tuple(donate) if any(donate) else (),
-                                [None] * n + list(lay_in) if lay_in else (), lay_out, platform)
+                                [None] * n + list(lay_in) if lay_in else (), lay_out, platform,
+                                key_outputs=key_outputs(out_tree))
 
     @property
     def in_tree(self) -> Any:
@@ -903,7 +914,8 @@ class ShardedLowered(LoweredText):
         options = self._owner._compiler_options
         if compiler_options is not None:
             options = tuple(sorted({**dict(options), **dict(_compiler_options(compiler_options))}.items()))
-        exe = SpmdExecutable(self._closed, fname, mesh, in_sh, out_sh, donate, options, *self._layouts)
+        exe = SpmdExecutable(self._closed, fname, mesh, in_sh, out_sh, donate, options, *self._layouts,
+                             key_outputs=key_outputs(self.out_tree))
         unread = set()
         if not self._owner._keep_unused:
             jaxpr = self._closed.jaxpr
