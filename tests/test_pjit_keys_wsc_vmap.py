@@ -202,3 +202,37 @@ def test_key_results_leave_key_data_axes_replicated_as_jax(shape, spec):
                              _spec(lib.random.key_data(out).sharding.spec))
     np.testing.assert_array_equal(got["ftrans"][0], got["jax"][0])
     assert got["ftrans"][1:] == got["jax"][1:]
+
+
+def _constraint_params(jaxpr):
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "sharding_constraint":
+            return _spec(eqn.params["sharding"].spec), eqn.params["unconstrained_dims"]
+        for p in eqn.params.values():
+            sub = getattr(p, "jaxpr", None)
+            if sub is not None:
+                found = _constraint_params(sub)
+                if found is not None:
+                    return found
+    return None
+
+
+@pytest.mark.parametrize("spmd", [True, False])
+def test_constraint_unconstrained_dims_param_under_vmap_as_jax(spmd):
+    got = {}
+    for lib, _ in _libs():
+        sh = lib.sharding
+        mesh = _mesh(lib, (2, 1), ("x", "y"))
+        P = sh.PartitionSpec
+
+        def f(x, lib=lib, sh=sh, mesh=mesh, P=P):
+            return lib.lax.with_sharding_constraint(x, sh.NamedSharding(mesh, P(P.UNCONSTRAINED)))
+
+        g = lib.jit(lambda y, lib=lib, f=f: lib.vmap(f, spmd_axis_name="x" if spmd else None)(y))
+        inp = np.ones((10, 10), np.float32)
+        out = g(inp)
+        spec, dims = _constraint_params(lib.make_jaxpr(g)(inp).jaxpr)
+        got[lib.__name__] = (tuple(str(e) for e in spec), dims, _spec(out.sharding.spec),
+                             _constraint_params(lib.make_jaxpr(f)(inp).jaxpr)[1])
+    assert got["ftrans"] == got["jax"]
+    assert got["ftrans"][1] == (frozenset({1}) if spmd else frozenset({0, 1}))
