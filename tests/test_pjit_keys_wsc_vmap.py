@@ -236,3 +236,17 @@ def test_constraint_unconstrained_dims_param_under_vmap_as_jax(spmd):
                              _constraint_params(lib.make_jaxpr(f)(inp).jaxpr)[1])
     assert got["ftrans"] == got["jax"]
     assert got["ftrans"][1] == (frozenset({1}) if spmd else frozenset({0, 1}))
+
+
+def test_mesh_of_stand_in_devices_gives_jax_hlo_shardings():
+    """A mesh over objects that are not devices (JAX's Mesh takes them) lays shardings out as JAX's."""
+    devs = np.arange(2 * 3 * 4).reshape(2, 3, 4)
+    specs = [(), ("a",), ("b", "c"), (("a", "c"), None, "b"), (None, ("c", "a"))]
+    for spec in specs:
+        texts = []
+        for lib, _ in _libs():
+            sh = lib.sharding
+            mesh = sh.Mesh(devs, ("a", "b", "c"))
+            texts.append(str(sh.NamedSharding(mesh, sh.PartitionSpec(*spec))._to_xla_hlo_sharding(3)))
+        assert texts[0] == texts[1], (spec, texts)
+    assert ftrans.sharding.Mesh(np.arange(8), ("x",)) != ftrans.sharding.Mesh(np.array(ftrans.devices()), ("x",))

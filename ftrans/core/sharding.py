@@ -333,7 +333,9 @@ class Mesh:
                 f"len(axis_names) == {len(axis_names)} ({axis_names}); give one name per dimension")
         if len(set(axis_names)) != len(axis_names):
             raise FtransValueError(f"Mesh: axis names must be distinct, got {axis_names}")
-        ids = [d.id for d in devs.flat] if devs.ndim else []  # a 0-d devices array: the empty mesh, as JAX's
+        # a 0-d devices array: the empty mesh, as JAX's. Entries that are not devices (stand-ins, as JAX's Mesh
+        # takes them: a mesh only laid out, never run on) are keyed by themselves, apart from devices' ids.
+        ids = [d.id if hasattr(d, "id") else ("not a device", d) for d in devs.flat] if devs.ndim else []
         if len(set(ids)) != len(ids):
             raise FtransValueError(f"Mesh: a device appears more than once in the mesh (ids {ids})")
         if axis_types is None:
