@@ -250,3 +250,24 @@ def test_mesh_of_stand_in_devices_gives_jax_hlo_shardings():
             texts.append(str(sh.NamedSharding(mesh, sh.PartitionSpec(*spec))._to_xla_hlo_sharding(3)))
         assert texts[0] == texts[1], (spec, texts)
     assert ftrans.sharding.Mesh(np.arange(8), ("x",)) != ftrans.sharding.Mesh(np.array(ftrans.devices()), ("x",))
+
+
+def test_indivisible_and_duplicate_spec_errors_have_jax_names():
+    from jax._src.named_sharding import DuplicateSpecError as JaxDuplicate
+    from jax._src.sharding import IndivisibleError as JaxIndivisible
+
+    from ftrans.core.sharding import DuplicateSpecError, IndivisibleError
+
+    for lib, np_ in _libs():
+        sh = lib.sharding
+        mesh = _mesh(lib, (2, 1), ("x", "y"))
+        indivisible, duplicate = (IndivisibleError, DuplicateSpecError) if lib is ftrans else (
+            JaxIndivisible, JaxDuplicate)
+        with pytest.raises(indivisible):
+            lib.device_put(np.arange(3), sh.NamedSharding(mesh, sh.PartitionSpec("x")))
+        with pytest.raises(indivisible):
+            lib.jit(lambda x: x, in_shardings=sh.NamedSharding(mesh, sh.PartitionSpec("x")))(np_.ones((3, 2)))
+        for spec in (sh.PartitionSpec("x", "x"), sh.PartitionSpec("x", ("y", "x"))):
+            with pytest.raises(duplicate):
+                lib.jit(lambda x: x, in_shardings=sh.NamedSharding(mesh, spec))(np_.ones((2, 2)))
+    assert issubclass(IndivisibleError, ValueError) and issubclass(JaxIndivisible, ValueError)
