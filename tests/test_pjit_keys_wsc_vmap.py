@@ -271,3 +271,18 @@ def test_indivisible_and_duplicate_spec_errors_have_jax_names():
             with pytest.raises(duplicate):
                 lib.jit(lambda x: x, in_shardings=sh.NamedSharding(mesh, spec))(np_.ones((2, 2)))
     assert issubclass(IndivisibleError, ValueError) and issubclass(JaxIndivisible, ValueError)
+
+
+def test_with_sharding_constraint_errors_name_the_sharding_as_jax():
+    for lib, np_ in _libs():
+        with pytest.raises(ValueError, match="One of with_sharding_constraint arguments got sharding None which is"
+                                             " not allowed"):
+            lib.lax.with_sharding_constraint(np_.arange(8), None)
+        sh = lib.sharding
+        mesh = _mesh(lib, (2, 1), ("x", "mdl"))
+        s = sh.NamedSharding(mesh, sh.PartitionSpec(None, "mdl", None, None))
+        f = lib.jit(lambda x, lib=lib, s=s: lib.lax.with_sharding_constraint(x * 2, s))
+        with pytest.raises(ValueError, match=r"One of with_sharding_constraint.*Sharding NamedSharding.*"
+                                             r"P\(None, 'mdl', None, None\).*\) is only valid for values of rank "
+                                             "at least 4, but was applied to a value of rank 1"):
+            f(np_.array([1, 2, 3]))
