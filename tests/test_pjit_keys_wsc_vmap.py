@@ -286,3 +286,15 @@ def test_with_sharding_constraint_errors_name_the_sharding_as_jax():
                                              r"P\(None, 'mdl', None, None\).*\) is only valid for values of rank "
                                              "at least 4, but was applied to a value of rank 1"):
             f(np_.array([1, 2, 3]))
+
+
+def test_struct_argument_of_a_call_is_refused_by_name_as_jax():
+    for lib, _ in _libs():
+        sds = lib.ShapeDtypeStruct((4, 2), np.int32)
+        inp = np.arange(8).reshape(4, 2)
+        with pytest.raises(TypeError, match=r"Argument 'x\['b'\]\['c'\]' of shape int32\[4,2\] of "
+                                            "type.*ShapeDtypeStruct.*is not a valid JAX type."):
+            lib.jit(lambda x: x)({"a": inp, "b": {"c": sds}})
+        # a struct still stands for an argument of trace/lower and eval_shape
+        assert lib.eval_shape(lib.jit(lambda x: x * 2), sds).shape == (4, 2)
+        np.testing.assert_array_equal(lib.jit(lambda x: x * 2).trace(sds).lower().compile()(inp), inp * 2)

@@ -361,6 +361,12 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any, jitted: Any
         return masked_array_error(f"jit({fname}): argument {path}")
     if jax_array_argument(bad):
         return jax_array_argument_error(f"jit({fname}): argument {path}")
+    if isinstance(bad, ShapeDtypeStruct):
+        return FtransTypeError(
+            f"jit({fname}): Argument '{named}' of shape {getattr(bad.dtype, 'name', bad.dtype)}"
+            f"[{','.join(map(str, bad.shape))}] of type "
+            f"{type(bad)} is not a valid JAX type. A ShapeDtypeStruct has no value: it stands for an argument of "
+            f"jit({fname}).trace/.lower or eval_shape; pass an array of that shape and dtype to call it")
     if type(bad) is int:
         d = dtypes.default_int()
         return FtransOverflowError(
@@ -1243,6 +1249,7 @@ class JitWrapped:
         tracing = False
         spread = self._spmd_always
         float0_in = False
+        struct = None
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
@@ -1254,6 +1261,8 @@ class JitWrapped:
                 tracing = True
             elif type(leaf) is ShardedArray:
                 spread = True
+            elif type(leaf) is ShapeDtypeStruct:
+                struct = leaf
             avals.append(a)
         if float0_in:  # a float0 argument carries no data: the program gets a bool placeholder (as in JAX)
             leaves = [np.zeros(x.shape, np.bool_) if a.dtype == _FLOAT0 else x for x, a in zip(leaves, avals)]
@@ -1262,6 +1271,8 @@ class JitWrapped:
                 with _trace.source_site_as(_trace.current_source_info()):  # at the call's place, as JAX's
                     return self._fun(*full_args, **full_kwargs)
             return self._bind(full_args, full_kwargs, statics, leaves, in_tree, avals)
+        if struct is not None:  # a struct stands for an argument of trace/lower/eval_shape only, as in JAX
+            raise _bad_leaf_error(self.__name__, args, kwargs, struct, self, (full_args, full_kwargs))
         if spread:
             from ftrans.transforms import sharded_jit
 
