@@ -133,8 +133,7 @@ def test_jax_options_ftrans_accepts():
         finally:
             if name != "jax_platforms":
                 ftrans.config.update(name, before)
-    for name, value in [("jax_threefry_partitionable", False),
-                        ("jax_thread_guard", True)]:
+    for name, value in [("jax_thread_guard", True)]:
         with pytest.raises(ValueError, match="not supported by ftrans"):
             ftrans.config.update(name, value)
     # an option neither library has: JAX raises AttributeError, ftrans an error that is one (and a ValueError)

@@ -221,9 +221,9 @@ class Config:
         "captured_constants_warn_bytes": (2_000_000_000, None, "constants"),
         "traceback_in_locations_limit": (100, None, "locations"),
         "include_full_tracebacks_in_locations": (True, None, "locations"),
-        "threefry_partitionable": (True, (True,), "ftrans's threefry counters, which are the partitionable ones"),
+        "threefry_partitionable": (True, None, "the threefry counter scheme (jax's original one when False)"),
         "legacy_prng_key": ("allow", ("allow", "warn", "error"), "raw uint32 keys given to ftrans.random"),
-        "enable_custom_prng": (False, None, "key array printing, which ftrans's keys do not change"),
+        "enable_custom_prng": (False, None, "whether PRNGKey (and split/fold_in of raw keys) return typed keys"),
         "thread_guard": (False, (False,), "a guard against jit calls from other threads, which ftrans does not have"),
         "array_garbage_collection_guard": ("allow", ("allow", "log", None), "reports of arrays freed by the "
                                            "garbage collector (ftrans makes JAX's \"log\" report, not its "
@@ -506,7 +506,8 @@ class Config:
 
     def _accept(self, name: str, value: Any) -> None:
         self._accepted_values[name] = v = self._check_accepted(name, value)
-        if name in ("softmax_custom_jvp", "array_garbage_collection_guard"):  # read while tracing (nn.softmax)
+        if name in ("softmax_custom_jvp", "threefry_partitionable", "enable_custom_prng",
+                    "array_garbage_collection_guard"):  # read while tracing (nn.softmax)
             # or by the garbage-collection guard of core/array.py
             for fn in self._listeners:
                 fn(name, v)
@@ -628,7 +629,8 @@ class _Local(threading.local):
 TRACE_OPTIONS = frozenset({"default_matmul_precision", "numpy_rank_promotion", "numpy_dtype_promotion",
                            "allow_f16_reductions", "default_prng_impl", "debug_nans", "debug_infs",
                            "error_checking_behavior_nan", "error_checking_behavior_divide",
-                           "error_checking_behavior_oob", "softmax_custom_jvp"})
+                           "error_checking_behavior_oob", "softmax_custom_jvp", "threefry_partitionable",
+                           "enable_custom_prng"})
 
 
 # The global values of the contexts ``make_user_context`` made (their names: ``user_context_<n>``), which are

@@ -31,7 +31,17 @@ import numpy as np
 from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 
 __all__ = ["AxisType", "Mesh", "PartitionSpec", "P", "NamedSharding", "SingleDeviceSharding", "Sharding",
-           "use_mesh", "set_mesh", "get_mesh", "from_runtime", "as_sharding", "as_spec", "as_mesh", "check_spec"]
+           "use_mesh", "set_mesh", "get_mesh", "from_runtime", "as_sharding", "as_spec", "as_mesh", "check_spec",
+           "IndivisibleError", "DuplicateSpecError"]
+
+
+class IndivisibleError(FtransValueError):
+    """A sharded dimension's size is not a multiple of the number of blocks its sharding cuts it into (JAX's
+    ``IndivisibleError``, a ``ValueError``)."""
+
+
+class DuplicateSpecError(FtransValueError):
+    """A PartitionSpec names one mesh axis more than once (JAX's ``DuplicateSpecError``)."""
 
 
 class AxisType(enum.Enum):
@@ -333,7 +343,9 @@ class Mesh:
                 f"len(axis_names) == {len(axis_names)} ({axis_names}); give one name per dimension")
         if len(set(axis_names)) != len(axis_names):
             raise FtransValueError(f"Mesh: axis names must be distinct, got {axis_names}")
-        ids = [d.id for d in devs.flat] if devs.ndim else []  # a 0-d devices array: the empty mesh, as JAX's
+        # a 0-d devices array: the empty mesh, as JAX's. Entries that are not devices (stand-ins, as JAX's Mesh
+        # takes them: a mesh only laid out, never run on) are keyed by themselves, apart from devices' ids.
+        ids = [d.id if hasattr(d, "id") else ("not a device", d) for d in devs.flat] if devs.ndim else []
         if len(set(ids)) != len(ids):
             raise FtransValueError(f"Mesh: a device appears more than once in the mesh (ids {ids})")
         if axis_types is None:
@@ -886,7 +898,7 @@ def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = No
                 f"{mesh.axis_names} (shape {mesh.shape}); use one of those names (Resource axis: {a} of {spec!r} is "
                 f"not found in mesh: {tuple(mesh.axis_names)}.)")
         if a in seen:
-            raise FtransValueError(f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r} more than once (it "
+            raise DuplicateSpecError(f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r} more than once (it "
                                    f"has duplicate entries for `{a}`); an axis can split at most one dimension")
         seen.add(a)
     if ndim is not None and len(spec) > ndim:
@@ -902,7 +914,7 @@ def check_divisible(sharding: NamedSharding, shape: Sequence[int], what: str) ->
     check_spec(sharding.spec, sharding.mesh, what, len(shape), shape)
     for d, (n, p) in enumerate(zip(shape, sharding._parts(len(shape)))):
         if n % p:
-            raise FtransValueError(
+            raise IndivisibleError(
                 f"{what}: dimension {d} of an array of shape {tuple(shape)} has size {n}, which the sharding "
                 f"{sharding.spec!r} splits into {p} blocks over mesh axes {sharding.spec[d]!r} (mesh "
                 f"{sharding.mesh.shape}); {n} is not divisible by {p} (the number of blocks should evenly divide "

@@ -67,6 +67,10 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
     the partitioner's choice; on concrete arrays it moves them (as ``device_put``)."""
     leaves, tree = tree_util.tree_flatten(x)
     is_leaf = lambda s: isinstance(as_sharding(s), (Sharding, PartitionSpec))  # noqa: E731
+    if shardings is None:
+        raise FtransValueError(
+            f"One of {_what} arguments got sharding None which is not allowed: give a NamedSharding or a "
+            f"PartitionSpec (P() to replicate) for a value of structure {tree}")
     if is_leaf(shardings):
         flat = [shardings] * len(leaves)
     else:
@@ -92,7 +96,7 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
             check_divisible(s, shape, _what)
         elif isinstance(s, NamedSharding):  # the spec must fit the value's rank (JAX's check, its words)
-            check_spec(s.spec, s.mesh, f"{_what} (One of {_what} arguments)", len(shape), shape)
+            check_spec(s.spec, s.mesh, f"{_what} (One of {_what} arguments; Sharding {s!r})", len(shape), shape)
         if traced:
             if isinstance(s, NamedSharding):
                 _check_not_manual(_what, s)

@@ -205,6 +205,8 @@ class ModuleLowering:
         # Python functions the program calls back (host callbacks), by the index its custom calls name.
         self.host_callbacks: list[Callable] = []
         self.extra_decls: dict[str, str] = {}  # symbol -> declaration (the maximal mesh)
+        # main's results that are key arrays' data with no sharding asked for: index -> trailing key axes
+        self.open_key_results: dict[int, int] = {}
         # A partitioned program's devices, in partition order (a callback's ``sharding`` names one of them).
         self.device_assignment: list[Any] = []
         # Shape polymorphism: private function -> the dimension variables it takes first (``func.call``s of it
@@ -343,6 +345,8 @@ class ModuleLowering:
             # (marked as JAX marks them: shape refinement propagates their constant values into the function)
             args = [f'{a}: tensor<i32> {{jax.global_constant = "{v}"}}' for a, v in zip(dargs, dim_vars)] + args
         results = self._lower_body(fn, jaxpr, env, prefix)
+        if public and self.open_key_results:
+            results = self._open_key_results(fn, results, jaxpr)
         out_types = [fn.types[r] for r in results]
         if public and self.outer_frames:  # main returns where the program was called from (as JAX's)
             fn.location = mt.loc(None, self.scope, self.outer_frames)
@@ -447,6 +451,20 @@ class ModuleLowering:
             else:
                 new.append(self._typed(fn, ssa, out))
         return new
+
+
+    def _open_key_results(self, fn: mt.FuncEmitter, results: list[str], jaxpr: Jaxpr) -> list[str]:
+        """Key arrays' data among main's results, left to the partitioner along the key array's axes and
+        replicated along the key's own trailing axes (JAX's ``replicate_trailing_dims``), so no device holds
+        part of a key."""
+        out = list(results)
+        for k, tail in self.open_key_results.items():
+            aval = jaxpr.outvars[k].aval
+            ndim = len(aval.shape) + (tail if type(aval.dtype) is KeyDtype else 0)  # a key-typed value's data
+            dims = ", ".join(["{?}"] * (ndim - tail) + ["{}"] * tail)
+            attr = f"#sdy.sharding<@{self.empty_mesh()}, [{dims}]>"
+            out[k] = fn.emit("sdy.sharding_constraint", [out[k]], [fn.types[out[k]]], {"sharding": attr})[0]
+        return out
 
     def _typed(self, fn: mt.FuncEmitter, ssa: str, aval: Any) -> str:
         """A result with a sharding type (Explicit mesh axes) constrained to it, so XLA lays it out so."""

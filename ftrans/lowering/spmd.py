@@ -38,12 +38,14 @@ __all__ = ["SpmdExecutable", "lower_spmd", "put"]
 
 def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequence[Any],
                out_shardings: Sequence[Any], donated: Sequence[bool] = (), in_layouts: Sequence[Any] = (),
-               out_layouts: Sequence[Any] = (), platform: str | None = None) -> str:
+               out_layouts: Sequence[Any] = (), platform: str | None = None,
+               key_outputs: Sequence[tuple[int, int]] = ()) -> str:
     """The module text: ``main`` over global shapes, its arguments/results annotated (None: unannotated
     result, replicated argument).  ``in_layouts`` (constants first) / ``out_layouts``: the layout each asks
     for (``Layout.AUTO``, a ``Layout``, None for the default), written as JAX writes them
     (``mhlo.layout_mode``), which XLA compiles for.  ``mesh`` may be an ``AbstractMesh`` (no devices yet:
-    ``platform`` names the one to lower for, as JAX's ``lowering_platforms``)."""
+    ``platform`` names the one to lower for, as JAX's ``lowering_platforms``). ``key_outputs``: (result
+    index, trailing key axes) of the results that are key arrays' data with no sharding asked for."""
     from ftrans.lowering.rules.callbacks import check_no_ordered_effects
 
     check_no_ordered_effects(closed, mesh.size, f"jit({name})")
@@ -72,6 +74,7 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
             if mode is not None:
                 attrs[k] = (attrs[k] + ", " if attrs[k] else "") + f'mhlo.layout_mode = "{mode}"'
     m.alias_ok = _alias_ok(in_shardings, out_shardings)
+    m.open_key_results = {k: tail for k, tail in key_outputs if not isinstance(out_shardings[k], NamedSharding)}
     m.function(jaxpr, "main", public=True, donated_args=donated, arg_attrs=arg_attrs, result_attrs=res_attrs)
     return m.text()
 
@@ -177,7 +180,8 @@ class SpmdExecutable:
 
     def __init__(self, closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequence[Any],
                  out_shardings: Sequence[Any], donated: Sequence[bool] = (), options: tuple = (),
-                 in_layouts: Sequence[Any] = (), out_layouts: Sequence[Any] = (), typed_ranks: bool = False):
+                 in_layouts: Sequence[Any] = (), out_layouts: Sequence[Any] = (), typed_ranks: bool = False,
+                 key_outputs: Sequence[tuple[int, int]] = ()):
         # ``typed_ranks``: a result XLA lays out states every dimension in its spec, as JAX's results typed over
         # a context mesh of Explicit axes do (their sharding is their type's)
         self.name = name
@@ -197,7 +201,8 @@ class SpmdExecutable:
         # Layouts asked for (jit's Formats): XLA compiles for them (AUTO: its choice), read back below
         laid = any(lay is not None for lay in (*in_layouts, *out_layouts))
         self.text = lower_spmd(closed, name, mesh, self.in_shardings, out_shardings, self.donated,
-                               [None] * n_consts + list(in_layouts) if in_layouts else (), out_layouts)
+                               [None] * n_consts + list(in_layouts) if in_layouts else (), out_layouts,
+                               key_outputs=key_outputs)
         used = donations_used(closed, self.in_shardings, out_shardings, self.donated)
         self.donated_used = tuple(used[n_consts:]) if used else ()  # per argument: deleted after a call
         self._held = _compile(self.text, self.devices, options)  # keeps the shared cache's entry alive

@@ -305,8 +305,11 @@ def PRNGKey(seed: Any, *, impl: Any = None) -> Any:
         is ``config.default_prng_impl``.
 
     Returns:
-      The key data, a ``uint32`` array of the implementation's key shape.
+      The key data, a ``uint32`` array of the implementation's key shape; with ``jax_enable_custom_prng``
+      on, a typed key array (``key(seed, impl=impl)``), as JAX's.
     """
+    if _config.config.enable_custom_prng:
+        return key(seed, impl=impl)
     return _make_key("PRNGKey", seed, _prng.resolve_impl("PRNGKey", impl))
 
 
@@ -437,8 +440,13 @@ def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -
 
 
 def _rewrap(key: Any, out: Any) -> Any:
-    """``out`` (new key data) as a key of the kind ``key`` was: typed in, typed out."""
-    return wrap(key._impl, out) if is_key(key) else out
+    """``out`` (new key data) as a key of the kind ``key`` was: typed in, typed out (and raw in, typed out
+    with ``jax_enable_custom_prng`` on, as JAX's)."""
+    if is_key(key):
+        return wrap(key._impl, out)
+    if _config.config.enable_custom_prng:
+        return wrap(_prng.impl_for_width(key.shape[-1]), out)
+    return out
 
 
 @core_jit(static_argnums=(1,), name="random_split")

@@ -182,9 +182,80 @@ def _key_words(key):
     return lax.squeeze(lax.slice(key, (0,), (1,)), (0,)), lax.squeeze(lax.slice(key, (1,), (2,)), (0,))
 
 
+def _partitionable() -> bool:
+    """``jax_threefry_partitionable`` (on by default): off, ``split`` and ``random_bits`` use JAX's original
+    counter scheme (``_split_original``, ``_random_bits_original``)."""
+    from ftrans.core.config import config
+
+    return config.threefry_partitionable is not False
+
+
+def _encipher_flat(k0, k1, count):
+    """JAX's original scheme's cipher of a flat ``uint32`` count array: padded to an even length, its first
+    half enciphered as the first words and its second half as the second words, the two halves of the
+    output concatenated (and the padding dropped)."""
+    n = count.shape[0]
+    if n % 2:
+        count = lax.concatenate([count, np.zeros((1,), _U32)], 0)
+    half = (n + 1) // 2
+    y0, y1 = threefry2x32(k0, k1, lax.slice(count, (0,), (half,)), lax.slice(count, (half,), (2 * half,)))
+    out = lax.concatenate([y0, y1], 0)
+    return lax.slice(out, (0,), (n,)) if n % 2 else out
+
+
+def _original_scheme_size(shape: tuple[int, ...], what: str) -> int:
+    if any(isinstance(d, DimExpr) for d in shape):
+        from ftrans.errors import FtransNotImplementedError
+
+        raise FtransNotImplementedError(
+            f"random {what} of the symbolic shape {shape} with jax_threefry_partitionable=False: ftrans draws "
+            "symbolic shapes with the partitionable scheme only (JAX's default); leave the option on")
+    return math.prod(shape)
+
+
+def _split_original(key, shape: tuple[int, ...]):
+    """``split`` under ``jax_threefry_partitionable=False``: the keys enciphered from the counts
+    ``0 .. 2n-1`` by ``_encipher_flat``, in pairs."""
+    k0, k1 = _key_words(key)
+    n = _original_scheme_size(shape, "split")
+    return lax.reshape(_encipher_flat(k0, k1, lax.iota(_U32, 2 * n)), (*shape, 2))
+
+
+def _random_bits_original(k0, k1, bit_width: int, shape: tuple[int, ...]):
+    """``random_bits`` under ``jax_threefry_partitionable=False``: ``ceil(bit_width * size / 32)`` words
+    enciphered from the counts ``0, 1, ...`` by ``_encipher_flat``; 64-bit draws join the first half (high
+    words) with the second, 8- and 16-bit draws view each word's pieces, lowest first."""
+    size = _original_scheme_size(shape, "bits")
+    words = -(-bit_width * size // 32)
+    if words >= 2**32 - 1:
+        from ftrans.errors import FtransNotImplementedError
+
+        raise FtransNotImplementedError(
+            f"random bits of shape {shape} need {words} words, more than ftrans draws at once with "
+            "jax_threefry_partitionable=False; leave the option on (JAX's default)")
+    bits = _encipher_flat(k0, k1, lax.iota(_U32, words))
+    if bit_width == 64:
+        u64 = np.dtype(np.uint64)
+        hi = lax.convert_element_type(lax.slice(bits, (0,), (size,)), u64)
+        lo = lax.convert_element_type(lax.slice(bits, (size,), (2 * size,)), u64)
+        bits = lax.bitwise_or(lax.shift_left(hi, np.asarray(32, u64)), lo)
+    elif bit_width in (8, 16):
+        per = 32 // bit_width
+        wide = lax.broadcast_in_dim(bits, (words, per), (0,))
+        shifts = lax.mul(lax.broadcasted_iota(_U32, (words, per), 1), lax.broadcast_in_dim(_u32(bit_width),
+                                                                                          (words, per), ()))
+        pieces = lax.bitwise_and(lax.shift_right_logical(wide, shifts),
+                                 lax.broadcast_in_dim(_u32(2**bit_width - 1), (words, per), ()))
+        pieces = lax.convert_element_type(lax.reshape(pieces, (words * per,)), np.dtype(f"uint{bit_width}"))
+        bits = lax.slice(pieces, (0,), (size,))
+    return lax.reshape(bits, tuple(shape))
+
+
 def random_bits(key, bit_width: int, shape: tuple[int, ...]):
     """``bit_width``-bit unsigned random integers of ``shape`` from a ``uint32[2]`` key."""
     k0, k1 = _key_words(key)
+    if not _partitionable():
+        return _random_bits_original(k0, k1, bit_width, shape)
     hi, lo = counters(shape)
     y0, y1 = threefry2x32(k0, k1, hi, lo)
     if bit_width == 64:
@@ -199,6 +270,8 @@ def random_bits(key, bit_width: int, shape: tuple[int, ...]):
 
 def split_keys(key, shape: tuple[int, ...]):
     """``shape + (2,)`` new keys from one ``uint32[2]`` key."""
+    if not _partitionable():
+        return _split_original(key, shape)
     k0, k1 = _key_words(key)
     hi, lo = counters(shape)
     y0, y1 = threefry2x32(k0, k1, hi, lo)

@@ -231,7 +231,8 @@ def _on_config_change(name: str, value: Any) -> None:
     if name in ("allow_f16_reductions", "default_matmul_precision", "numpy_rank_promotion",
                 "numpy_dtype_promotion", "default_prng_impl", "error_checking_behavior_nan",
                 "error_checking_behavior_divide", "error_checking_behavior_oob",
-                "softmax_custom_jvp") or name in _config_mod._user_globals:  # read while tracing: trace again
+                "softmax_custom_jvp", "threefry_partitionable", "enable_custom_prng") or name in _config_mod._user_globals:
+        # read while tracing: trace again
         clear_caches()
         return
     if name in ("enable_x64", "disable_jit", "no_execution", "default_device"):  # the fast tiers must not answer: start over
@@ -368,6 +369,12 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any, jitted: Any
         return masked_array_error(f"jit({fname}): argument {path}")
     if jax_array_argument(bad):
         return jax_array_argument_error(f"jit({fname}): argument {path}")
+    if isinstance(bad, ShapeDtypeStruct):
+        return FtransTypeError(
+            f"jit({fname}): Argument '{named}' of shape {getattr(bad.dtype, 'name', bad.dtype)}"
+            f"[{','.join(map(str, bad.shape))}] of type "
+            f"{type(bad)} is not a valid JAX type. A ShapeDtypeStruct has no value: it stands for an argument of "
+            f"jit({fname}).trace/.lower or eval_shape; pass an array of that shape and dtype to call it")
     if type(bad) is int:
         d = dtypes.default_int()
         return FtransOverflowError(
@@ -1250,6 +1257,7 @@ class JitWrapped:
         tracing = False
         spread = self._spmd_always or _sh_mod.contexts_open[0] or _sh_mod.contexts_open[1]
         float0_in = False
+        struct = None
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
@@ -1261,6 +1269,8 @@ class JitWrapped:
                 tracing = True
             elif type(leaf) is ShardedArray:
                 spread = True
+            elif type(leaf) is ShapeDtypeStruct:
+                struct = leaf
             avals.append(a)
         if float0_in:  # a float0 argument carries no data: the program gets a bool placeholder (as in JAX)
             leaves = [np.zeros(x.shape, np.bool_) if a.dtype == _FLOAT0 else x for x, a in zip(leaves, avals)]
@@ -1269,6 +1279,8 @@ class JitWrapped:
                 with _trace.source_site_as(_trace.current_source_info()):  # at the call's place, as JAX's
                     return self._fun(*full_args, **full_kwargs)
             return self._bind(full_args, full_kwargs, statics, leaves, in_tree, avals)
+        if struct is not None:  # a struct stands for an argument of trace/lower/eval_shape only, as in JAX
+            raise _bad_leaf_error(self.__name__, args, kwargs, struct, self, (full_args, full_kwargs))
         if spread:
             from ftrans.transforms import sharded_jit
 

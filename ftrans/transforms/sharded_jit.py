@@ -41,6 +41,12 @@ from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering.spmd import SpmdExecutable
 from ftrans.transforms.jit import GENERAL_PATH, Compiled, LoweredText
 
+
+class _DeviceAssignmentError(FtransValueError, RuntimeError):
+    """``compile(device_assignment=)`` of the wrong length: jax 0.10 raised ``ValueError``, jax 0.11
+    ``RuntimeError``."""
+
+
 __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 
 
@@ -584,6 +590,16 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     return closed, out_tree, mesh, in_sh, out_sh, donate
 
 
+def key_outputs(out_tree: Any) -> tuple[tuple[int, int], ...]:
+    """(result index, trailing key axes) of each result that is a key array's data."""
+    if not tree_util.has_key_nodes(out_tree):
+        return ()
+    from ftrans.core.keys import PRNGKeyArray
+
+    marked = tree_util.user_leaves(out_tree, list(range(out_tree.num_leaves)))
+    return tuple((k._base_array, len(k._impl.key_shape)) for k in marked if type(k) is PRNGKeyArray)
+
+
 def _mixed(sharding: Any) -> bool:
     """Whether a type's mesh has Explicit and Auto axes both (and the type names no Explicit axis of size 1,
     which the partitioner's layout, read back, could not state)."""
@@ -725,7 +741,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
             ctx = context_of(owner)  # over a context mesh of Explicit axes every result has a type of its rank
             exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options,
                                  lay_in, lay_out, typed_ranks=ctx is not None and ctx == mesh and all(
-                                     t.name == "Explicit" for t in ctx.axis_types))
+                                     t.name == "Explicit" for t in ctx.axis_types), key_outputs=key_outputs(out_tree))
             exe.requested_in = lay_in
         entry = owner._spmd_cache[key] = (exe, out_tree, donate, tuple(device_key(d) for d in mesh.devices.flat))
         owner.misses += 1
@@ -864,7 +880,8 @@ class ShardedLowered(LoweredText):
             s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_sh]
         self._text = lower_spmd(closed, owner.__name__, mesh, ins, out_sh,
                                 (False,) * n + tuple(donate) if any(donate) else (),
-                                [None] * n + list(lay_in) if lay_in else (), lay_out, platform)
+                                [None] * n + list(lay_in) if lay_in else (), lay_out, platform,
+                                key_outputs=key_outputs(out_tree))
 
     @property
     def in_tree(self) -> Any:
@@ -888,11 +905,12 @@ class ShardedLowered(LoweredText):
                     f"`.compile(device_assignment=)` (jit({fname}) was lowered over {mesh}, which has no devices)")
             devs = tuple(device_assignment)
             if len(devs) != mesh.size:
-                # jax 0.11's error (jax 0.10 raised ValueError: "The size of abstract mesh ... must match")
-                raise _FtransRuntimeError(
+                # jax 0.11's RuntimeError and jax 0.10's ValueError (both messages): either's handler catches it
+                raise _DeviceAssignmentError(
                     f"Length of device_assignment ({len(devs)}) passed to `.compile()` must be equal to the number "
                     f"of devices the jitted function was lowered with ({mesh.size}): jit({fname}) was lowered over "
-                    f"{mesh}")
+                    f"{mesh}. The size of abstract mesh {mesh.size} in {mesh} must match the length of device "
+                    f"assignment: {len(devs)}")
             over = {mesh: mesh_over(mesh, devs)}  # each abstract mesh over those devices
 
             def concrete(s: Any) -> Any:
@@ -915,7 +933,8 @@ class ShardedLowered(LoweredText):
         options = self._owner._compiler_options
         if compiler_options is not None:
             options = tuple(sorted({**dict(options), **dict(_compiler_options(compiler_options))}.items()))
-        exe = SpmdExecutable(self._closed, fname, mesh, in_sh, out_sh, donate, options, *self._layouts)
+        exe = SpmdExecutable(self._closed, fname, mesh, in_sh, out_sh, donate, options, *self._layouts,
+                             key_outputs=key_outputs(self.out_tree))
         unread = set()
         if not self._owner._keep_unused:
             jaxpr = self._closed.jaxpr

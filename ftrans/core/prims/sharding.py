@@ -31,6 +31,8 @@ class ConstraintPrimitive(Primitive):
     __slots__ = ()
 
     def bind(self, *args: Any, **params: Any) -> Any:
+        if "unconstrained_dims" not in params:  # JAX's parameter: the dimensions the spec leaves UNCONSTRAINED
+            params["unconstrained_dims"] = unconstrained_dims(params.get("sharding"))
         rule = _eager_rule
         if rule is not None and _placeable(params.get("sharding")):
             if _trace.is_eager():
@@ -39,6 +41,17 @@ class ConstraintPrimitive(Primitive):
             elif _trace.find_top_trace(args) is _trace.state.base.trace:
                 return _place(rule, args[0], params["sharding"])
         return _trace.bind(self, args, params)
+
+
+def unconstrained_dims(s: Any) -> frozenset:
+    """The dimensions a sharding's spec leaves to the partitioner (``P.UNCONSTRAINED`` entries), as JAX's
+    ``sharding_constraint`` parameter ``unconstrained_dims``."""
+    spec = getattr(s, "spec", None)
+    if spec is None:
+        return frozenset()
+    from ftrans.core.sharding import PartitionSpec
+
+    return frozenset(i for i, e in enumerate(spec) if e is PartitionSpec.UNCONSTRAINED)
 
 
 def _placeable(s: Any) -> bool:

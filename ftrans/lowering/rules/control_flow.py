@@ -248,6 +248,31 @@ def _loop_program(prim: Any, body: ClosedJaxpr, avals: list[ShapedArray], params
     return program
 
 
+def _run_partitioned(prim: Any, bodies: tuple, vals: list, params: dict, name: str) -> list | None:
+    """A loop or ``cond`` whose body constrains values over a mesh of several devices (a
+    ``with_sharding_constraint``, a ``shard_map``), run as one program partitioned over that mesh, as JAX
+    runs an eager loop: its results are laid out as the body leaves them. None: no such mesh in ``bodies``
+    (or jit's host-only first call)."""
+    from ftrans.core.ir import Jaxpr, JaxprEqn, Var
+    from ftrans.core.primitive import abstract_eval_rules
+    from ftrans.core.prims.parallel import pmap_in_program
+    from ftrans.lowering.rules.calls import _program_mesh, _spmd_executable_for_jaxpr, host_only_active
+
+    if host_only_active() or any(pmap_in_program(b) for b in bodies):
+        return None
+    mesh = next((m for m in (_program_mesh(b.jaxpr) for b in bodies) if m is not None), None)
+    if mesh is None:
+        return None
+    avals = [_operand_aval(v) for v in vals]
+    outs = abstract_eval_rules[prim](*avals, **params)
+    weaks = prim.weak_type_rule(tuple(a.weak_type for a in avals), **params)
+    invars = [Var(a) for a in avals]
+    outvars = [Var(o.update(weak_type=bool(w))) for o, w in zip(outs, weaks)]
+    program = ClosedJaxpr(Jaxpr([], invars, [JaxprEqn(prim, invars, outvars, dict(params), None)], outvars), [])
+    return _spmd_executable_for_jaxpr(program, mesh, name).run(
+        [v._value if isinstance(v, Array) and not hasattr(v, "sharding") else v for v in vals])
+
+
 def _run_compiled(program: ClosedJaxpr, vals: list, name: str) -> list:
     from ftrans.devices import default_device
     from ftrans.lowering import executable as X
@@ -293,7 +318,10 @@ _host_cond = cond_p.impl
 @cond_p.def_impl
 def _cond_eager(*vals: Any, branches: tuple) -> list:
     """A ``cond`` runs its branch on the host, or compiled when a branch holds a primitive only its lowering
-    can run."""
+    can run (or partitioned, when a branch constrains values over several devices)."""
+    out = _run_partitioned(cond_p, tuple(branches), list(vals), {"branches": branches}, "cond")
+    if out is not None:
+        return out
     if _holds_impl_less(branches):
         params = {"branches": branches}
         program = _loop_program(cond_p, branches[0], [_operand_aval(v) for v in vals], params)
@@ -320,7 +348,11 @@ def _run_impl_less(program: ClosedJaxpr | None, vals: list, name: str) -> list |
 @scan_p.def_impl
 def _scan_eager(*vals: Any, **params: Any) -> list:
     """A scan of more than ``HOST_LOOP_STEPS`` steps (or whose body holds a primitive only its lowering can
-    run) runs compiled; a shorter one on the host."""
+    run) runs compiled; a shorter one on the host. One whose body constrains values over several devices runs
+    partitioned over them."""
+    out = _run_partitioned(scan_p, (params["jaxpr"],), list(vals), params, "scan")
+    if out is not None:
+        return out
     if _holds_impl_less((params["jaxpr"],)):
         program = _loop_program(scan_p, params["jaxpr"], [_operand_aval(v) for v in vals], params)
         out = _run_impl_less(program, list(vals), "scan")
@@ -339,6 +371,9 @@ def _while_eager(*vals: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, c
     """A while loop runs on the host for its first ``HOST_LOOP_STEPS`` steps, then compiled from there."""
     params = dict(cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, cond_nconsts=cond_nconsts,
                   body_nconsts=body_nconsts)
+    out = _run_partitioned(while_p, (cond_jaxpr, body_jaxpr), list(vals), params, "while")
+    if out is not None:  # a body constraining values over several devices runs partitioned from the start
+        return out
     vals = [v if isinstance(v, Array) else Array._new(np.asarray(v), False) for v in vals]
     nc = cond_nconsts + body_nconsts
     cc, bc, carry = vals[:cond_nconsts], vals[cond_nconsts:nc], vals[nc:]

@@ -12,7 +12,7 @@ from ftrans.lowering.sdy import sharding_attr, type_sharding_attr
 
 
 @register_lowering(sharding_constraint_p)
-def _constraint(ctx: LoweringContext, x: str, *, sharding: Any) -> str:
+def _constraint(ctx: LoweringContext, x: str, *, sharding: Any, unconstrained_dims: Any = None) -> str:
     sym = ctx.module.mesh_symbol(sharding.mesh)
     if sym is None:  # a single-device program: nothing to partition
         return x

@@ -27,7 +27,8 @@ def spmd_entry(frame: Any, mesh: Any, where: str) -> Any:
 
 
 @register_batching(sharding_constraint_p)
-def _constraint_batch(vals: list, dims: list, *, frame: Any, sharding: Any) -> tuple[Any, Any]:
+def _constraint_batch(vals: list, dims: list, *, frame: Any, sharding: Any,
+                      unconstrained_dims: Any = None) -> tuple[Any, Any]:
     (x,), (d,) = vals, dims
     if d is not_mapped:
         return sharding_constraint_p.bind(x, sharding=sharding), not_mapped

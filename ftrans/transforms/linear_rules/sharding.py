@@ -11,7 +11,7 @@ from ftrans.transforms.transpose import is_undefined, register_transpose
 
 
 @register_transpose(sharding_constraint_p)
-def _constraint_t(ct: Any, x: Any, *, sharding: Any) -> list:
+def _constraint_t(ct: Any, x: Any, *, sharding: Any, unconstrained_dims: Any = None) -> list:
     # Over Explicit axes a constraint that changed the value's type is a reshard: its cotangent goes back to the
     # operand's type (JAX's reshard transpose), e.g. the cotangent of an ``out_sharding=`` result.
     own = getattr(getattr(x, "aval", None), "typed_sharding", None)
