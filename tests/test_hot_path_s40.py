@@ -186,3 +186,58 @@ def test_device_array_operand_still_fast_and_equal():
     _same(d + x, j * 3.0 + j)
     _same(x + d, j + j * 3.0)
     _same(d * 2.0, j * 3.0 * 2.0)
+
+
+_ALL_DTYPES = ["bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32", "bfloat16",
+               "complex64", "int4", "uint4", "int2", "float8_e4m3fn", "float8_e5m2"]
+
+
+def _noted_dtype_is_values(r):
+    """``_dt`` (the operators' dtype test), where noted, is the host value's dtype."""
+    assert r._dt == r._value.dtype, (r._dt, r._value.dtype)
+
+
+@pytest.mark.parametrize("dtype", _ALL_DTYPES)
+def test_noted_dtype_matches_value_for_every_maker(dtype):
+    import ml_dtypes  # noqa: F401  (the narrow and float8 dtypes)
+
+    a = jnp.asarray(np.arange(3).astype(dtype) if dtype != "bool" else np.array([True, False, True]))
+    made = [a, a.copy(), jnp.asarray(np.asarray(a)), ftrans.lax.neg(a) if dtype != "bool" else ~a,
+            a == a, a < a, a + a, a * a]
+    if dtype != "bool":
+        made.append(a - a)
+    if np.dtype(dtype).kind in "fc" or dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        made += [jnp.sin(a) if dtype not in ("float8_e4m3fn", "float8_e5m2") else a, a * 2.0, 2.0 * a, a < 1.0]
+    for r in made:
+        _noted_dtype_is_values(r)
+    d = ftrans.jit(lambda v: v)(a)  # a device Array: noted from its value on first use
+    assert d._dt == np.asarray(a).dtype
+    for r in (d + a, a + d, d == a):
+        _noted_dtype_is_values(r)
+
+
+def test_operator_on_array_without_noted_dtype_still_fast_and_right():
+    x = jnp.arange(4.0, dtype=jnp.float32)
+    y = Array()  # as a maker that does not note the dtype
+    y._value = np.arange(4.0, dtype=np.float32)
+    y.weak_type = False
+    z = Array()
+    z._value = np.arange(4, dtype=np.int32)
+    z.weak_type = False
+    want = jjnp.arange(4.0, dtype=jjnp.float32)
+    _same(x + y, want + want)
+    _same(y + x, want + want)
+    _same(y * 2.0, want * 2.0)
+    _same(2.0 * y, 2.0 * want)
+    _same(x + z, want + jjnp.arange(4, dtype=jjnp.int32))  # mixed dtypes: the general path's promotion
+    _same(z + x, jjnp.arange(4, dtype=jjnp.int32) + want)
+
+
+def test_mixed_dtypes_take_general_promotion():
+    a32, a16, i32 = jnp.ones(3, jnp.float32), jnp.ones(3, jnp.float16), jnp.ones(3, jnp.int32)
+    j32, j16, ji32 = jjnp.ones(3, jjnp.float32), jjnp.ones(3, jjnp.float16), jjnp.ones(3, jjnp.int32)
+    for (p, q), (jp, jq) in (((a32, a16), (j32, j16)), ((a16, i32), (j16, ji32)), ((i32, a32), (ji32, j32))):
+        for op in (lambda u, v: u + v, lambda u, v: u * v, lambda u, v: u < v):
+            r = op(p, q)
+            _same(r, op(jp, jq))
+            _noted_dtype_is_values(r)

@@ -447,6 +447,7 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
                 out = np.asarray(out)
             obj = Array()
             obj._value = out
+            obj._dt = out.dtype
             obj.weak_type = weak
             if _array_mod.placing:  # inside ``with default_device(d)``: the result reports d
                 obj._dev = _array_mod._placement()
@@ -481,6 +482,7 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         out = np.asarray(out)
     obj = Array()
     obj._value = out
+    obj._dt = out.dtype
     obj.weak_type = weak
     if _array_mod.placing:
         obj._dev = _array_mod._placement()
