@@ -862,8 +862,8 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
         def op(self, other):
             # ``_eager_array`` is ``Array`` while no transform or debug check is active anywhere, else None:
             # one identity test answers both "eager?" and "another Array?".
-            t = type(other)
-            if t is _eager_array or (t is DeviceArray and _eager_array is not None and _host_memory(other)):
+            if type(other) is _eager_array or (type(other) is DeviceArray and _eager_array is not None
+                                               and _host_memory(other)):
                 try:
                     d = self._dt
                     same = d is other._dt
@@ -883,8 +883,8 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
                     # (an operand's own weak type first: almost always False, which decides alone)
                     out.weak_type = self.weak_type and other.weak_type and keep_weak
                     return out
-            elif ((t is float or (t is int and -2147483648 <= other <= 2147483647)) and _eager_array is not None
-                  and not self.weak_type):
+            elif (((t := type(other)) is float or (t is int and -2147483648 <= other <= 2147483647))
+                  and _eager_array is not None and not self.weak_type):
                 # (a weak array joins the scalar on the lattice's weak side: the general path decides)
                 try:
                     d = self._dt
