@@ -241,3 +241,17 @@ def test_mixed_dtypes_take_general_promotion():
             r = op(p, q)
             _same(r, op(jp, jq))
             _noted_dtype_is_values(r)
+
+
+def test_concrete_class_called_without_arguments_differs_from_jax():
+    """docs/differences.md ("Arrays"): ``type(x)()`` is an empty instance in ftrans, a TypeError in JAX."""
+    import jax.numpy as real_jnp
+
+    with pytest.raises(TypeError):
+        type(real_jnp.ones(2))()
+    empty = type(jnp.ones(2))()
+    assert type(empty) is Array
+    with pytest.raises(AttributeError):
+        empty._value
+    with pytest.raises(TypeError):
+        type(jnp.ones(2))(np.ones(2))
