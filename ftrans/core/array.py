@@ -25,20 +25,21 @@ _NO_CUDA_INTERFACE = "__cuda_array_interface__ is only defined for NVidia GPU bu
 class Array(ArrayMixin):
     # ``_buf``: for a host Array, a cached copy on the default device (made the
     # first time it is passed to a compiled program); for a DeviceArray, its data.
-    __slots__ = ("_value", "weak_type", "_buf", "_sig", "__weakref__", "__dict__")
+    # ``_dt``: ``_value``'s dtype, noted by the makers of host Arrays (``_value.dtype`` is a getset
+    # descriptor, which Python 3.11 does not specialise: reading two cost 8% of an eager ``x + y``); a
+    # device Array's is read from its value on first use (``_LazyHostArray.__getattr__``).
+    __slots__ = ("_value", "weak_type", "_buf", "_sig", "_dt", "__weakref__", "__dict__")
     __array_priority__ = 1000
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        # As jax.Array (jnp.ndarray): the type is for isinstance checks; arrays come from jnp.array/asarray.
-        from ftrans.errors import FtransTypeError
-
-        raise FtransTypeError("ftrans.Array (jnp.ndarray) cannot be instantiated directly; create arrays with "
-                              "jnp.array or jnp.asarray")
+    # The public type users call (``ftrans.Array``, ``jnp.ndarray``) is ``PublicArray``, which raises. This
+    # concrete class, as ``DeviceArray``, makes an empty instance when called without arguments, filled in by
+    # its maker (the eager operators): made in C, without ``object.__new__``'s argument tuple and checks
+    # (about 15 ns, 3% of an eager ``x + y``). Arguments are a TypeError ("takes no arguments").
+    __init__ = object.__init__
 
     @classmethod
     def _make(cls, value: Any, weak_type: bool = False) -> Array:
         """An Array holding (a canonical-dtype copy of) ``value``, a NumPy array or anything NumPy reads."""
-        self = object.__new__(cls)
+        self = cls()
         arr = np.asarray(value)
         canon = dtypes.canonicalize(arr.dtype)
         if arr.dtype != canon:
@@ -49,6 +50,7 @@ class Array(ArrayMixin):
             arr = arr.copy()
         arr.flags.writeable = False
         self._value = arr
+        self._dt = arr.dtype
         self.weak_type = weak_type
         if placing:
             self._dev = _placement()
@@ -57,8 +59,9 @@ class Array(ArrayMixin):
     @classmethod
     def _new(cls, value: np.ndarray, weak_type: bool) -> Array:
         """Wrap a NumPy result the caller guarantees has the canonical dtype."""
-        self = object.__new__(cls)
-        self._value = value if type(value) is np.ndarray else np.asarray(value)
+        self = cls()
+        self._value = v = value if type(value) is np.ndarray else np.asarray(value)
+        self._dt = v.dtype
         if placing:
             self._dev = _placement()
         self.weak_type = weak_type
@@ -408,6 +411,9 @@ class _LazyHostArray(Array):
 
     def __getattr__(self, name: str) -> Any:
         if name != "_value":
+            if name == "_dt":  # the host value's dtype (the eager operators' test), noted once
+                v = self._dt = self._value.dtype
+                return v
             if (name == "_buf" or name == "_sharded") and "_laid" in self.__dict__:
                 # laid out in another layout than the default: every other path gets a copy in the default one
                 d = self.__dict__
@@ -783,12 +789,14 @@ def note_accelerator_buffers() -> None:
 
 
 _tr: Any = None  # ftrans.core.trace, once the operators are installed
-_new = object.__new__
+# ``Array`` while ``trace.eager_everywhere`` holds, else None (kept so by ``trace._count_active``).
+_eager_array: Any = None
 _ndarray = np.ndarray
 _asarray = np.asarray
 # Dtype classes (a class test costs a third of reading ``dtype.kind``): NumPy's float types, which keep their
 # dtype beside a weak Python scalar.
 _FLOAT_KINDS = frozenset(type(np.dtype(c)) for c in (np.float16, np.float32, np.float64))
+_BOOL = np.dtype(bool)
 
 
 def _narrow_loops_agree(wide: Any, impl: Any) -> bool:
@@ -826,8 +834,11 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
     integer arrays with scalars, tracing) goes to the ``jnp`` function.
     ``fallbacks`` maps a slot name to (primitive, jnp function).
     """
-    global _tr
+    global _tr, _eager_array
     from ftrans.core import trace as _tr
+    if not any(g is globals() for g in _tr._eager_mirrors):
+        _tr._eager_mirrors.append(globals())
+    _eager_array = Array if _tr.eager_everywhere else None
     from ftrans.core.primitive import _all_weak
 
     def make(prim, slow, reflected=False):
@@ -839,52 +850,80 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
         if wide is not impl and not _narrow_loops_agree(wide, impl):
             wide = impl
         keep_weak = prim.weak_type_rule is _all_weak
-
-        def scalar(self, other, xv):
-            # A Python float, or an int that fits int32, beside a float16/32/64 array: the scalar is weak, so
-            # the result keeps the array's dtype, which is NumPy's (NEP 50) promotion for these operands too.
-            try:
-                r = wide(other, xv) if reflected else wide(xv, other)
-            except RuntimeWarning:  # a user's warnings filter made NumPy's overflow warning an error
-                return slow(self, other)
-            out = _new(Array)
-            out._value = r if type(r) is _ndarray else _asarray(r)
-            out.weak_type = False
-            return out
+        # Whether a result has its operands' dtype (arithmetic) or is bool (comparisons), asked of the rule.
+        probe = np.ones(2, np.float32)
+        res_dt = wide(probe, probe).dtype
+        if res_dt != probe.dtype and res_dt != _BOOL:
+            raise AssertionError(f"fast operator for {prim.name}: a {res_dt} result from float32 operands")
+        keeps_dtype = res_dt == probe.dtype
 
         # (NumPy's objects and the trace module are module globals here, not closure cells: each cell is
         # copied into the frame of every call.)
         def op(self, other):
-            if _tr.eager_everywhere:
-                t = type(other)
-                if t is Array or (t is DeviceArray and _host_memory(other)):
+            # ``_eager_array`` is ``Array`` while no transform or debug check is active anywhere, else None:
+            # one identity test answers both "eager?" and "another Array?".
+            if type(other) is _eager_array or (type(other) is DeviceArray and _eager_array is not None
+                                               and _host_memory(other)):
+                try:
+                    d = self._dt
+                    same = d is other._dt
+                except AttributeError:  # an Array whose maker did not note its dtype: read from the values
+                    d = self._value.dtype
+                    same = d is other._value.dtype
+                if same:
+                    try:
+                        r = wide(self._value, other._value)
+                    except (ValueError, RuntimeWarning):
+                        # shapes that do not broadcast (the API path explains), or NumPy's overflow
+                        # warning made an error by a user's filter (the API path computes quietly)
+                        return slow(self, other)
+                    out = Array()
+                    out._value = r if type(r) is _ndarray else _asarray(r)  # 0-d operands give NumPy scalars
+                    out._dt = d if keeps_dtype else _BOOL
+                    # (an operand's own weak type first: almost always False, which decides alone)
+                    out.weak_type = self.weak_type and other.weak_type and keep_weak
+                    return out
+            elif (((t := type(other)) is float or (t is int and -2147483648 <= other <= 2147483647))
+                  and _eager_array is not None and not self.weak_type):
+                # (a weak array joins the scalar on the lattice's weak side: the general path decides)
+                try:
+                    d = self._dt
+                except AttributeError:
+                    d = self._value.dtype
+                if type(d) in _FLOAT_KINDS:
                     xv = self._value
-                    yv = other._value
-                    if xv.dtype is yv.dtype:
-                        try:
-                            r = wide(xv, yv)
-                        except (ValueError, RuntimeWarning):
-                            # shapes that do not broadcast (the API path explains), or NumPy's overflow
-                            # warning made an error by a user's filter (the API path computes quietly)
-                            return slow(self, other)
-                        out = _new(Array)
-                        out._value = r if type(r) is _ndarray else _asarray(r)  # 0-d operands give NumPy scalars
-                        out.weak_type = keep_weak and self.weak_type and other.weak_type
-                        return out
-                elif (t is float or (t is int and -2147483648 <= other <= 2147483647)) and not self.weak_type:
-                    # (a weak array joins the scalar on the lattice's weak side: the general path decides)
-                    xv = self._value
-                    if type(xv.dtype) in _FLOAT_KINDS:
-                        return scalar(self, other, xv)
+                    # A Python float, or an int that fits int32, beside a float16/32/64 array: the scalar is
+                    # weak, so the result keeps the array's dtype, which is NumPy's (NEP 50) promotion for these
+                    # operands too. (Computed here, not in a helper: a Python call is a tenth of the op.)
+                    try:
+                        r = wide(xv, other)
+                    except RuntimeWarning:  # a user's warnings filter made NumPy's overflow warning an error
+                        return slow(self, other)
+                    out = Array()
+                    out._value = r if type(r) is _ndarray else _asarray(r)
+                    out._dt = d if keeps_dtype else _BOOL
+                    out.weak_type = False
+                    return out
             return slow(self, other)
 
         def rop(self, other):  # reflected: only the scalar case (an Array on the left took its own slot)
-            if _tr.eager_everywhere:
+            if _eager_array is not None:
                 t = type(other)
                 if (t is float or (t is int and -2147483648 <= other <= 2147483647)) and not self.weak_type:
-                    xv = self._value
-                    if type(xv.dtype) in _FLOAT_KINDS:
-                        return scalar(self, other, xv)
+                    try:
+                        d = self._dt
+                    except AttributeError:
+                        d = self._value.dtype
+                    if type(d) in _FLOAT_KINDS:  # (as in ``op``)
+                        try:
+                            r = wide(other, self._value)
+                        except RuntimeWarning:
+                            return slow(self, other)
+                        out = Array()
+                        out._value = r if type(r) is _ndarray else _asarray(r)
+                        out._dt = d if keeps_dtype else _BOOL
+                        out.weak_type = False
+                        return out
             return slow(self, other)
 
         if reflected:

@@ -159,6 +159,11 @@ eager_everywhere = True
 eager_unchecked = True
 
 
+# Module globals that mirror ``eager_everywhere`` as ``_eager_array``: their ``Array`` while it holds, else
+# None (core/array.py's operators test an operand's type against it, one test for "eager?" and "an Array?").
+_eager_mirrors: list = []
+
+
 def _count_active(delta: int) -> None:
     global active_anywhere, eager_everywhere, eager_unchecked
     with _active_lock:
@@ -166,6 +171,8 @@ def _count_active(delta: int) -> None:
         eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped
                                                         or _mesh_contexts)
         eager_unchecked = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped)
+        for g in _eager_mirrors:
+            g["_eager_array"] = g["Array"] if eager_everywhere else None
 
 
 def is_eager() -> bool:
@@ -443,8 +450,9 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
                 out = _impl_quietly(impl, vals, params)
             if type(out) is not ndarray:
                 out = np.asarray(out)
-            obj = _new_object(Array)
+            obj = Array()
             obj._value = out
+            obj._dt = out.dtype
             obj.weak_type = weak
             if _array_mod.placing:  # inside ``with default_device(d)``: the result reports d
                 obj._dev = _array_mod._placement()
@@ -477,8 +485,9 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         if type(out) is PRNGKeyArray:  # a PRNG primitive's result: a key array
             return out
         out = np.asarray(out)
-    obj = _new_object(Array)
+    obj = Array()
     obj._value = out
+    obj._dt = out.dtype
     obj.weak_type = weak
     if _array_mod.placing:
         obj._dev = _array_mod._placement()
@@ -486,7 +495,6 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
 
 
 ndarray = np.ndarray
-_new_object = object.__new__
 # NumPy's own numeric and boolean dtype classes: never the narrow integers (kind "V"), so for them a rule
 # wrapped by narrow_ints_via_bytes runs the rule inside as it is (a class test is cheaper than ``dtype.kind``).
 _WIDE_KINDS = frozenset(type(np.dtype(c)) for c in (

@@ -248,15 +248,16 @@ def _unary(prim: Primitive, name: str, check_nan: bool = False):
     """
     impl = prim.impl
     keep_weak = prim.weak_type_rule is _all_weak
-    new, ndarray = object.__new__, np.ndarray
+    ndarray = np.ndarray
 
     def fn(x: Any, /) -> Any:
         if type(x) is Array and (_trace.eager_everywhere or can_shortcut()):
             xv = x._value
-            if xv.dtype in INEXACT and (not x.weak_type or _weak_stable(xv.dtype)):
+            if (d := xv.dtype) in INEXACT and (not x.weak_type or _weak_stable(d)):
                 r = impl(xv)
-                out = new(Array)
+                out = Array()  # an empty Array, made in C (``Array.__init__``)
                 out._value = r if type(r) is ndarray else np.asarray(r)
+                out._dt = d  # (these functions keep an inexact operand's dtype)
                 out.weak_type = keep_weak and x.weak_type
                 return out
         (x,) = _inexact(name, x)
