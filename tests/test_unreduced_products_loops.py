@@ -210,3 +210,26 @@ def test_exported_unreduced_result():
     for a, b in zip(f[1], j[1]):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(f[2], j[2])
+
+
+def test_grad_of_two_unreduced_einsums_sharing_an_operand_compiles():
+    """jit(grad) of two products typed unreduced (JAX's test_unreduced_einsum_add_basic): the merge-dots pass
+    leaves typed products alone (it used to build an untyped aval for a typed one and crash)."""
+    def run(name):
+        lib, jnp = LIBS[name]
+        np_inp = np.arange(16.).reshape(8, 2)
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            x = lib.device_put(np_inp, lib.P("x", "y"))
+            y = lib.device_put(np_inp.T, lib.P("y", None))
+
+            @lib.jit
+            def f(x, y, a, b):
+                m1 = jnp.einsum("xy,yz->xz", x, y, out_sharding=lib.P("x", unreduced={"y"}))
+                m2 = jnp.einsum("xy,yz->xz", a, b, out_sharding=lib.P("x", unreduced={"y"}))
+                return lib.reshard(m1 + m2, lib.P("x"))
+
+            g = lib.jit(lib.grad(lambda *a: f(*a).sum(), argnums=(0, 1, 2, 3)))(x, y, x, y)
+            return [np.asarray(v) for v in g]
+    j, f = _both(run)
+    for a, b in zip(f, j):
+        np.testing.assert_allclose(a, b)

@@ -50,8 +50,10 @@ def _plain(e: JaxprEqn) -> bool:
         return False
     (lc, rc), (lb, rb) = e.params["dimension_numbers"]
     lhs, rhs = e.invars
+    # (a product with a sharding type keeps its own: concatenating weights would change the layouts asked for)
     return (not lb and not rb and tuple(rc) == (0,) and len(lc) == 1 and isinstance(rhs, Var)
-            and isinstance(lhs, Var) and len(rhs.aval.shape) == 2)
+            and isinstance(lhs, Var) and len(rhs.aval.shape) == 2
+            and all(getattr(v.aval, "typed_sharding", None) is None for v in (lhs, rhs, e.outvars[0])))
 
 
 def _topo(eqns: list[JaxprEqn], defined: set[int]) -> list[JaxprEqn] | None:
