@@ -221,6 +221,8 @@ def test_grad_of_two_unreduced_einsums_sharing_an_operand_compiles():
         with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
             x = lib.device_put(np_inp, lib.P("x", "y"))
             y = lib.device_put(np_inp.T, lib.P("y", None))
+            a = lib.device_put(np_inp, lib.P("x", "y"))
+            b = lib.device_put(np_inp.T, lib.P("y", None))
 
             @lib.jit
             def f(x, y, a, b):
@@ -228,8 +230,12 @@ def test_grad_of_two_unreduced_einsums_sharing_an_operand_compiles():
                 m2 = jnp.einsum("xy,yz->xz", a, b, out_sharding=lib.P("x", unreduced={"y"}))
                 return lib.reshard(m1 + m2, lib.P("x"))
 
-            g = lib.jit(lib.grad(lambda *a: f(*a).sum(), argnums=(0, 1, 2, 3)))(x, y, x, y)
-            return [np.asarray(v) for v in g]
+            out = np.asarray(f(x, y, a, b))
+            assert f.trace(x, y, a, b).lower().as_text().count('unreduced={"y"}') == 3
+            f_bar = lib.jit(lib.grad(lambda *a: f(*a).sum(), argnums=(0, 1, 2, 3)))
+            g = f_bar(x, y, a, b)
+            f_bar.trace(x, y, a, b)
+            return [out] + [np.asarray(v) for v in g]
     j, f = _both(run)
     for a, b in zip(f, j):
         np.testing.assert_allclose(a, b)
