@@ -118,7 +118,7 @@ def test_legacy_mesh_context_places_only_pjit_results():
             with mesh:
                 res.append([_where(jnp.zeros(3)), _where(lib.jit(lambda x: x * 2)(h)),
                             _where(pjit(lambda x: x * 2)(h)), _where(pjit(lambda: 1)()),
-                            len(pjit(jnp.sin)(h).devices())])
+                            len(pjit(lambda x, jnp=jnp: jnp.sin(x))(h).devices())])
             with lib.set_mesh(mesh):  # set_mesh alone: pjit places nothing (JAX's resource env is empty)
                 res[-1].append(_where(pjit(lambda x: x * 2)(h)))
     assert res[0] == res[1]
