@@ -2854,7 +2854,6 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     return JitWrapped(fun, **kw)
 
 
-@_tb.api_boundary
 def _check_same_mesh_size(name: str) -> None:
     """A jit with shardings inside a partitioned jit: the mesh in context must have as many devices as the
     enclosing program's (JAX's ``use_abstract_mesh`` check, met when a nested ``with mesh:`` changes it)."""
@@ -2867,6 +2866,7 @@ def _check_same_mesh_size(name: str) -> None:
             "mesh (use_abstract_mesh cannot change the size of the mesh)")
 
 
+@_tb.api_boundary
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only. A jitted function
     answers through its own ``eval_shape`` (sharing its traces, with its ``out_shardings`` on the results)."""
