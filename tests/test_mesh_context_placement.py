@@ -207,3 +207,31 @@ def test_context_placed_replicated_values_are_untyped_for_the_rules():
         out = fjnp.where(x > 0, x, z)
         assert _where(out)[-1] == ("x", "y")
         np.testing.assert_array_equal(np.asarray(out), np.where(X > 0, X, 0))
+
+
+def test_eager_operations_inside_a_callback_under_a_mesh_context_stay_on_the_host():
+    """A pure_callback of an eager shard_map under set_mesh whose function does ftrans arithmetic: the
+    callback runs while the program holds the devices, so its eager operations must not become programs on
+    the context mesh (they would wait for the running one: this deadlocked). Values as jax's."""
+    import threading
+
+    outs = {}
+
+    def run():
+        for lib, jnp in ((ftrans, fjnp), (jax, jjnp)):
+            mesh = lib.make_mesh((8,), ("x",), axis_types=(getattr(lib.sharding.AxisType, "Explicit"),))
+            with lib.set_mesh(mesh):
+                def per_shard(x, lib=lib):
+                    spec = lib.ShapeDtypeStruct(x.shape, x.dtype)
+                    return lib.pure_callback(lambda a: (a + 1, a * 2.0), (spec, spec), x)
+
+                f = lib.shard_map(per_shard, in_specs=lib.P("x"), out_specs=(lib.P("x"), lib.P("x")))
+                x = lib.device_put(np.arange(32, dtype=np.float32).reshape(16, 2), lib.P("x"))
+                outs[lib.__name__] = [np.asarray(o) for o in f(x)]
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), "deadlock: eager operations in a callback waited for the running program"
+    for a, b in zip(outs["ftrans"], outs["jax"]):
+        np.testing.assert_array_equal(a, b)

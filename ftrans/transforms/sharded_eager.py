@@ -26,6 +26,7 @@ from ftrans.core import trace as _trace
 from ftrans.core.array import ShardedArray
 from ftrans.core.operands import broadcast_operands
 from ftrans.core.primitive import Primitive
+from ftrans.core.prims.callbacks import in_host_callback
 from ftrans.core.prims.shard_map import eager_body
 from ftrans.lowering import device_eager
 from ftrans.transforms import sharded_jit
@@ -92,7 +93,9 @@ def in_context(prim: Primitive, args: Any, params: dict) -> Any:
     mesh, so its result lives there (replicated, or as the sharding-in-types rules type it); NotImplemented
     (the other eager rules) where no context mesh is set in this thread, or for the host-only primitives."""
     if getattr(_local, "depth", 0) or prim.name in device_eager.HOST_ONLY or _sharding.context_mesh() is None \
-            or eager_body.depth:  # (a shard_map body run device by device: its values are per device)
+            or eager_body.depth or in_host_callback():
+        # (a shard_map body run device by device: its values are per device; a callback of a running program:
+        # a program on its devices would wait for it)
         return NotImplemented
     out = apply(prim, args, params)
     if out is NotImplemented or any(type(a) is ShardedArray and "_loose" not in a.__dict__ for a in args):

@@ -43,6 +43,16 @@ class CallbackResultError(FtransError, RuntimeError):
     (JAX raises ``RuntimeError`` here)."""
 
 
+# The runtime's host-callback threads while they run a user's callback: eager operations there stay on the host
+# (a program on the devices the running computation holds would wait for it: a deadlock).
+_host = threading.local()
+
+
+def in_host_callback() -> bool:
+    """Whether this thread is running a callback for a compiled program (see ``host_fn``)."""
+    return bool(getattr(_host, "depth", 0))
+
+
 # The exception a callback raised while XLA ran it: the runtime reports only a string, so the
 # executable that ran the program re-raises this one (see ``take_callback_error``).
 _errors_lock = threading.Lock()
@@ -177,12 +187,15 @@ class HostCallback:
         avals = tuple(result_avals)
 
         def run(*arrays: Any) -> tuple:
+            _host.depth = getattr(_host, "depth", 0) + 1
             try:
                 return tuple(self.call([np.array(a) for a in arrays], avals))
             except BaseException as e:
                 with _errors_lock:
                     _last_error.append(e)
                 raise
+            finally:
+                _host.depth -= 1
 
         return run
 
