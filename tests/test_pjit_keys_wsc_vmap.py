@@ -238,6 +238,9 @@ def test_constraint_unconstrained_dims_param_under_vmap_as_jax(spmd):
     assert got["ftrans"][1] == (frozenset({1}) if spmd else frozenset({0, 1}))
 
 
+@pytest.mark.skipif(tuple(int(p) for p in jax.__version__.split(".")[:2]) >= (0, 11),
+                    reason="jax 0.11's Mesh reads each entry's platform: stand-in entries fail in jax itself, and "
+                           "ftrans's HLO sharding is computed by the runtime's twin")
 def test_mesh_of_stand_in_devices_gives_jax_hlo_shardings():
     """A mesh over objects that are not devices (JAX's Mesh takes them) lays shardings out as JAX's."""
     devs = np.arange(2 * 3 * 4).reshape(2, 3, 4)
