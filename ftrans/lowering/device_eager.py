@@ -199,11 +199,10 @@ def _cpu_device() -> Any:
     return _host_device[0]
 
 
-def run_host_stack(prim: Primitive, args: Any, params: dict, compile_first: bool = False) -> Any:
+def run_host_stack(prim: Primitive, args: Any, params: dict) -> Any:
     """Run ``prim`` on host (NumPy) operands through its compiled one-primitive CPU program; NumPy results,
-    or NotImplemented (the caller's NumPy rule runs) the first time a signature comes (unless ``compile_first``: then
-    the program is compiled at once) or when there is no CPU device.  The program is cached by (primitive,
-    params, operand shapes and dtypes)."""
+    or NotImplemented (the caller's NumPy rule runs) the first time a signature comes or when there is no
+    CPU device.  The program is cached by (primitive, params, operand shapes and dtypes)."""
     key = (prim, freeze(params), tuple([(a.shape, a.dtype) for a in args]))
     with _lock:
         entry = _host_cache.get(key)
@@ -217,7 +216,7 @@ def run_host_stack(prim: Primitive, args: Any, params: dict, compile_first: bool
                 while len(_host_seen) > 4 * MAX_HOST_PROGRAMS:
                     _host_seen.popitem(last=False)
         device = _cpu_device()
-        if (first and not compile_first) or device is None or any(dtypes.canonicalize(a.dtype) != a.dtype for a in args):
+        if first or device is None or any(dtypes.canonicalize(a.dtype) != a.dtype for a in args):
             return NotImplemented
         try:
             entry = _host_program(prim, args, params, device)
@@ -264,9 +263,6 @@ def _install_host_stacks() -> None:
     from ftrans.core.prims import linalg
 
     linalg.set_stack_runner(run_host_stack)
-    from ftrans.core.prims import fft
-
-    fft.set_program_runner(lambda prim, args, params: run_host_stack(prim, args, params, compile_first=True))
 
 
 _install_host_stacks()

@@ -67,29 +67,12 @@ def _fft_dtype(x, *, fft_type, fft_lengths):
     return _REAL_OF[x.dtype] if fft_type == FftType.IRFFT else x.dtype
 
 
-# The runner of a primitive's one-primitive program compiled for the host CPU, ``(prim, operands, params) ->
-# NumPy results`` (or NotImplemented), installed by ``ftrans.lowering.device_eager``: core cannot compile.
-# An eager transform runs XLA's FFT through it, as JAX's eager ``fft`` does: pocketfft (the NumPy rule below)
-# rounds differently in single precision (a few ulps of the largest entry), so an eager result would differ
-# from the same call under ``jit`` by more than float32's test tolerance.
-_program_runner = None
-
-
-def set_program_runner(fn) -> None:
-    global _program_runner
-    _program_runner = fn
-
-
 def _fft_impl(x, *, fft_type, fft_lengths):
     lens = tuple(int(n) for n in fft_lengths)
     axes = tuple(range(x.ndim - len(lens), x.ndim))
     out_dtype = _fft_dtype(x, fft_type=fft_type, fft_lengths=lens)
     if 0 in x.shape or 0 in lens:
         return np.zeros(_fft_shape(x, fft_type=fft_type, fft_lengths=lens), out_dtype)
-    if _program_runner is not None:
-        out = _program_runner(fft_p, (x,), {"fft_type": fft_type, "fft_lengths": lens})
-        if out is not NotImplemented:
-            return out
     if fft_type == FftType.FFT:
         out = np.fft.fftn(x, axes=axes)
     elif fft_type == FftType.IFFT:
