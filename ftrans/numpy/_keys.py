@@ -345,8 +345,8 @@ def equal(x: Any, y: Any, /) -> Any:
     sx, sy = tuple(dx.shape[:dx.ndim - n]), tuple(dy.shape[:dy.ndim - n])
     if len(sx) != len(sy):
         if sx and sy:
-            from ftrans.core.operands import rank_promotion
             from ftrans.core.config import config
+            from ftrans.core.operands import rank_promotion
 
             if config.numpy_rank_promotion != "allow":
                 rank_promotion("equal", [sx, sy])
