@@ -69,3 +69,24 @@ def test_key_equality_broadcasts_scalar_key_under_rank_raise():
     with ftrans.numpy_rank_promotion("allow"):
         keys = ftrans.random.split(ftrans.random.key(0), 3)
         assert (keys[None] == keys).shape == (1, 3)
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_take_along_axis_promise_in_bounds_index_dtype_like_jax(wrap):
+    # JAX's testTakeAlongAxisPromiseInBounds*: without wrapping the int8 indices reach the gather as int8,
+    # with it they are widened first (JAX's jaxpr nests the gather in a jit equation; ftrans's is flat)
+    def gather_index_dtype(lib, jaxpr):
+        eqns = list(jaxpr.eqns)
+        while eqns:
+            e = eqns.pop()
+            if e.primitive.name == "gather":
+                return e.invars[1].aval.dtype
+            eqns += [x for p in e.params.values() for x in getattr(getattr(p, "jaxpr", None), "eqns", [])]
+
+    got = {}
+    for lib in (ftrans, jax):
+        arr = lib.numpy.arange(200, dtype=np.float32)
+        f = lambda i: lib.numpy.take_along_axis(arr, i, axis=0, mode="promise_in_bounds",  # noqa: E731,B023
+                                                wrap_negative_indices=wrap)
+        got[lib] = gather_index_dtype(lib, lib.make_jaxpr(f)(np.array([1, 2, 3], np.int8)).jaxpr)
+    assert got[ftrans] == got[jax] == (np.int32 if wrap else np.int8)
