@@ -2901,6 +2901,8 @@ def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
     shifts = np.arange(8, dtype=np.uint8)
     if bitorder == "big":
         shifts = shifts[::-1]
+    # the shifts at the operand's rank: internal broadcasting must not depend on numpy_rank_promotion
+    shifts = shifts.reshape((1,) * (bits.ndim - 1) + (8,))
     packed = jnp.sum(jnp.left_shift(bits, jnp.asarray(shifts.copy())), axis=-1, dtype=np.uint8)
     return jnp.moveaxis(packed, -1, axis)
 
@@ -2933,6 +2935,7 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
     shifts = np.arange(8, dtype=np.uint8)
     if bitorder == "big":
         shifts = shifts[::-1]
+    shifts = shifts.reshape((1,) * a.ndim + (8,))  # at the operand's rank, whatever numpy_rank_promotion says
     bits = jnp.bitwise_and(jnp.right_shift(a[..., None], jnp.asarray(shifts.copy())), np.uint8(1))
     if axis is None:
         bits = jnp.ravel(bits)

@@ -18,6 +18,7 @@ import numpy as np
 import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core import dtypes
+from ftrans.core.config import config_context
 from ftrans.core.operands import check_arraylike, concrete_or_error, shape_of
 from ftrans.core.shape_poly import is_symbolic_dim, min_dim
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -333,7 +334,8 @@ def _grid_from_slice(s: slice, op_name: str) -> Any:
 def _promote(arrays: list) -> list:
     if not arrays:
         return arrays
-    d = jnp.result_type(*arrays)
+    with config_context("numpy_dtype_promotion")("standard"):  # as JAX: arange's ints join linspace's floats
+        d = jnp.result_type(*arrays)
     return [jnp.astype(a, d) if a.dtype != d else a for a in arrays]
 
 

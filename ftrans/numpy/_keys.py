@@ -337,8 +337,23 @@ def _creator(name: str, value: int):
 
 def equal(x: Any, y: Any, /) -> Any:
     impl = K.check_all_keys("equal", [x, y])
-    axes = tuple(range(-len(impl.key_shape), 0))
-    return _orig["all"](_f("equal")(K.key_data_of(x), K.key_data_of(y)), axis=axes)
+    n = len(impl.key_shape)
+    axes = tuple(range(-n, 0))
+    dx, dy = K.key_data_of(x), K.key_data_of(y)
+    # numpy_rank_promotion reads the keys' shapes, whose rank-0 keys broadcast freely; the data's trailing
+    # key axes are no rank of the user's, so the data get their missing leading axes here
+    sx, sy = tuple(dx.shape[:dx.ndim - n]), tuple(dy.shape[:dy.ndim - n])
+    if len(sx) != len(sy):
+        if sx and sy:
+            from ftrans.core.config import config
+            from ftrans.core.operands import rank_promotion
+
+            if config.numpy_rank_promotion != "allow":
+                rank_promotion("equal", [sx, sy])
+        r = max(len(sx), len(sy))
+        dx = _f("reshape")(dx, (1,) * (r - len(sx)) + tuple(dx.shape))
+        dy = _f("reshape")(dy, (1,) * (r - len(sy)) + tuple(dy.shape))
+    return _orig["all"](_f("equal")(dx, dy), axis=axes)
 
 
 def not_equal(x: Any, y: Any, /) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ftrans.core.operands import as_operand, check_arraylike
 from ftrans.errors import FtransValueError
 
@@ -19,11 +21,11 @@ def _conv1d(name: str, a: Any, v: Any, mode: str, precision: Any, preferred_elem
     if a.ndim != 1 or v.ndim != 1:
         raise FtransValueError(f"jnp.{name}: only 1-dimensional inputs are supported, got shapes "
                                f"{tuple(a.shape)} and {tuple(v.shape)}")
-    if preferred_element_type is None:
-        d = jnp.result_type(a, v, 1.0) if not jnp.issubdtype(jnp.result_type(a, v), jnp.inexact) \
-            else jnp.result_type(a, v)
-    else:
-        d = jnp.result_type(a, v)
+    d = jnp.result_type(a, v)
+    if preferred_element_type is None and not jnp.issubdtype(d, jnp.inexact):
+        # JAX's promote_dtypes_inexact: 64-bit integers to float64, the others (and bool) to float32; no
+        # promotion with a Python float, which numpy_dtype_promotion='strict' refuses
+        d = np.dtype(np.float64 if d.itemsize == 8 else np.float32)
     a, v = a.astype(d), v.astype(d)
     if a.shape[0] == 0 or v.shape[0] == 0:
         raise FtransValueError(f"jnp.{name}: inputs cannot be empty, got shapes {tuple(a.shape)} and "
