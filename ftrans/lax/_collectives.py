@@ -267,6 +267,14 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
     frames_of("all_gather", names)
     groups = _groups("all_gather", axis_index_groups, names)
     inv = {"to": "invarying"} if to == "invarying" else {}
+    if reduced and names and not vma_checked_names(names):
+        from ftrans.transforms.shard_map import manual_axes_here
+
+        if set(names) <= manual_axes_here():  # a body with check_vma=False: no value is typed varying there
+            raise FtransValueError(
+                f"all_gather_reduced only accepts inputs that are varying. all_gather(..., {axis_name!r}, "
+                "to='reduced') needs a value typed varying along the axes, and a shard_map body traced with "
+                "check_vma=False types none so (as in JAX); trace it with check_vma=True")
     if reduced and names and vma_checked_names(names) == names:
         # In a checked shard_map body, as JAX's: one ``all_gather_reduced`` (varying -> reduced) over the names.
         n = math.prod(f.size for f in frames_of("all_gather", names))

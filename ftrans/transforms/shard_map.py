@@ -864,7 +864,7 @@ def _vma_rules() -> dict:
     return {C.preduced_p: same, C.vary_unreduced_cast_p: same, C.reduced_vary_cast_p: pvary, C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
             C.all_to_all_p: vary, C.ppermute_p: vary, C.psum_scatter_p: vary, C.axis_index_p: vary,
             C.ragged_all_to_all_p: vary, C.pvary_p: pvary, C.psum_invariant_p: psum_invariant,
-            C.all_gather_reduced_p: reduce_, C.unreduced_reduce_scatter_p: vary, C.unreduced_psum_p: same}
+            C.all_gather_reduced_p: reduce_, C.unreduced_reduce_scatter_p: vary, C.unreduced_psum_p: psum_invariant}
 
 
 _VMA_RULES: dict = {}
@@ -1031,6 +1031,8 @@ def _check_ur_collective(prim: Any, a: Any, names: frozenset, params: dict) -> N
         frm, to, have, bad, badk = "Unreduced", "Invariant" if op == "unreduced_psum" else "Varying", \
             ("unreduced", u), vma, "varying"
     k, s = have
+    if not s:
+        raise FtransValueError(f"{op} only accepts inputs that are {k}. Got {a.str_short()}")
     if not s & names:
         raise FtransValueError(
             f"{op} is a {frm} -> {to} collective. This means that the axis_name={axes} passed to `{op}` must be "
