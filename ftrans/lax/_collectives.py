@@ -426,8 +426,8 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
 
     def one(leaf: Any) -> Any:
         v = _operand(leaf)
-        if groups is None and _all_unreduced("psum_scatter", v, vma_checked_names(names)) \
-                and vma_checked_names(names) == names:
+        checked = vma_checked_names(names) if groups is None else ()
+        if checked == names and _all_unreduced("psum_scatter", v, checked):
             # the partial sums of a value unreduced along the axes, as JAX's ``unreduced_psum_scatter``
             aval = aval_of(v)
             sd = _canon("psum_scatter", "scatter_dimension", scatter_dimension, len(aval.shape), aval)

@@ -30,7 +30,13 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.ir import hoist_consts
-from ftrans.core.prims.collectives import all_gather_reduced_p, preduced_p, vary_unreduced_cast_p
+from ftrans.core.prims.collectives import (
+    all_gather_reduced_p,
+    preduced_p,
+    unreduced_psum_p,
+    unreduced_reduce_scatter_p,
+    vary_unreduced_cast_p,
+)
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p, with_ur_names
 from ftrans.core.sharding import (
     AbstractMesh,
@@ -1009,13 +1015,7 @@ def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> li
     return [(frozenset(u) & axes, frozenset(r) & axes)] * n
 
 
-def _ur_collectives() -> tuple:
-    from ftrans.core.prims import collectives as C
-
-    return C.all_gather_reduced_p, C.unreduced_reduce_scatter_p, C.unreduced_psum_p
-
-
-_UR_COLLECTIVES = _ur_collectives()
+_UR_COLLECTIVES = (all_gather_reduced_p, unreduced_reduce_scatter_p, unreduced_psum_p)
 
 
 def _check_ur_collective(prim: Any, a: Any, names: frozenset, params: dict) -> None:
@@ -1024,10 +1024,10 @@ def _check_ur_collective(prim: Any, a: Any, names: frozenset, params: dict) -> N
     ``unreduced_psum`` one unreduced along (some of) them and varying along none."""
     axes = tuple(params["axis_name"] if "axis_name" in params else params["axes"])
     vma, u, r = (frozenset(getattr(a, k, None) or _EMPTY) for k in ("vma", "unreduced", "reduced"))
-    if prim is _UR_COLLECTIVES[0]:
+    if prim is all_gather_reduced_p:
         op, frm, to, have, bad, badk = "all_gather_reduced", "Varying", "Reduced", ("varying", vma), r, "reduced"
     else:
-        op = "unreduced_psum" if prim is _UR_COLLECTIVES[2] else "unreduced_psum_scatter"
+        op = "unreduced_psum" if prim is unreduced_psum_p else "unreduced_psum_scatter"
         frm, to, have, bad, badk = "Unreduced", "Invariant" if op == "unreduced_psum" else "Varying", \
             ("unreduced", u), vma, "varying"
     k, s = have
