@@ -620,6 +620,10 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
              "shard_map body checked with check_vma; tests/test_unreduced_shard_map.py covers them (types, grads, "
              "eager, vmap) against jax"
        for name in ("preduced", "vary_unreduced_cast", "reduced_vary_cast")},
+    **{name: "shard_map's collectives between reduced/unreduced types (all_gather(to='reduced'), psum/psum_scatter "
+             "of an unreduced value): bound only inside a shard_map body checked with check_vma; "
+             "tests/test_unreduced_collectives.py covers them (jaxprs, values, grads, vmap, lowering) against jax"
+       for name in ("all_gather_reduced", "unreduced_reduce_scatter", "unreduced_psum")},
     **{name: "built only by linearizing a while_loop (its params are staged programs and the backward "
              "function); tests/test_while_grad.py covers it eagerly, in jit, under vmap and nested"
        for name in ("checkpointed_while", "while_lin")},

@@ -27,6 +27,7 @@ from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.collectives import (
     all_gather_p,
+    all_gather_reduced_p,
     all_to_all_p,
     axis_index_p,
     check_groups,
@@ -39,6 +40,8 @@ from ftrans.core.prims.collectives import (
     psum_p,
     psum_scatter_p,
     ragged_all_to_all_p,
+    unreduced_psum_p,
+    unreduced_reduce_scatter_p,
     vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
@@ -121,6 +124,25 @@ def _not_unreduced(v: Any, names: tuple) -> tuple:
     return tuple(n for n in names if n not in u) if u else names
 
 
+def _all_unreduced(op: str, v: Any, names: tuple) -> bool:
+    """Whether ``v`` is unreduced along every one of ``names`` (the manual axes of a checked body a collective
+    names), so the collective is JAX's unreduced one (``unreduced_psum`` / ``unreduced_psum_scatter``); a value
+    unreduced along some of them only raises, as JAX's."""
+    u = getattr(aval_of(v), "unreduced", None) if names else None
+    if not u or not u & set(names):
+        return False
+    if set(names) <= u:
+        return True
+    from ftrans.transforms.shard_map import vma_of
+
+    a = aval_of(v)
+    state = {"unreduced" if n in u else "varying" if n in vma_of(v) else
+             "reduced" if n in (getattr(a, "reduced", None) or ()) else "invarying" for n in names}
+    raise FtransValueError(
+        f"jax.lax.{op} can only accept axis_name which corresponds to one of varying, unreduced, reduced or "
+        f"invarying state of the input. Got input type: {a.str_short()}, axes: {names} and input state: {state}")
+
+
 def _is_python_scalar(x: Any) -> bool:
     return type(x) in (bool, int, float, complex)
 
@@ -164,13 +186,15 @@ def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: An
                 return prim.bind(v, axis_name=named, axis_index_groups=groups)
             # In a shard_map body checked with check_vma, as JAX's: the operand is cast to vary along the
             # manual axes first, and psum over them is psum_invariant (its transpose is a pvary).
+            unreduced = prim is psum_p and _all_unreduced(op, v, checked)
             v = pvary_tracer(v, _not_unreduced(v, checked))
             rest = tuple(n for n in named if n not in checked)
             if prim is not psum_p:
                 return prim.bind(v, axis_name=named, axis_index_groups=None)
             if rest:
                 v = psum_p.bind(v, axis_name=rest, axis_index_groups=None)
-            v = psum_invariant_p.bind(v, axes=checked)
+            # (as JAX's: the partial sums of a value unreduced along the axes are summed by ``unreduced_psum``)
+            v = (unreduced_psum_p if unreduced else psum_invariant_p).bind(v, axes=checked)
         return v
 
     return _tree_map(one, x)
@@ -237,11 +261,36 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
     if reduced:  # the same on every device of the axes, typed reduced there (a preduced cast of the invariant)
         to = "invarying"
     if to == "invarying" and axis_index_groups is not None:
-        raise NotImplementedError("all_gather: to='invarying' with axis_index_groups is not supported (as in JAX)")
+        raise NotImplementedError(f"all_gather: to={'reduced' if reduced else 'invarying'!r} with "
+                                  "axis_index_groups is not supported (as in JAX)")
     names = _as_names("all_gather", axis_name)
     frames_of("all_gather", names)
     groups = _groups("all_gather", axis_index_groups, names)
     inv = {"to": "invarying"} if to == "invarying" else {}
+    if reduced and names and not vma_checked_names(names):
+        from ftrans.transforms.shard_map import manual_axes_here
+
+        if set(names) <= manual_axes_here():  # a body with check_vma=False: no value is typed varying there
+            raise FtransValueError(
+                f"all_gather_reduced only accepts inputs that are varying. all_gather(..., {axis_name!r}, "
+                "to='reduced') needs a value typed varying along the axes, and a shard_map body traced with "
+                "check_vma=False types none so (as in JAX); trace it with check_vma=True")
+    if reduced and names and vma_checked_names(names) == names:
+        # In a checked shard_map body, as JAX's: one ``all_gather_reduced`` (varying -> reduced) over the names.
+        n = math.prod(f.size for f in frames_of("all_gather", names))
+
+        def gather_reduced(leaf: Any) -> Any:
+            v = _operand(leaf)
+            aval = aval_of(v)
+            nd = len(aval.shape)
+            if tiled and nd == 0:
+                raise FtransValueError("all_gather: tiled=True needs an operand of rank at least 1, got a scalar "
+                                       f"of type {aval.str_short()}")
+            ax = _canon("all_gather", "axis", axis, nd if tiled else nd + 1, aval)
+            return all_gather_reduced_p.bind(v, all_gather_dimension=ax, axis_name=names, axis_size=n,
+                                             tiled=bool(tiled))
+
+        return _tree_map(gather_reduced, x)
 
     def one(leaf: Any) -> Any:
         v = _vary(_operand(leaf), names)
@@ -376,7 +425,15 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
     total = len(groups[0]) if groups else math.prod(sizes)
 
     def one(leaf: Any) -> Any:
-        v = _vary(_operand(leaf), names)
+        v = _operand(leaf)
+        checked = vma_checked_names(names) if groups is None else ()
+        if checked == names and _all_unreduced("psum_scatter", v, checked):
+            # the partial sums of a value unreduced along the axes, as JAX's ``unreduced_psum_scatter``
+            aval = aval_of(v)
+            sd = _canon("psum_scatter", "scatter_dimension", scatter_dimension, len(aval.shape), aval)
+            return unreduced_reduce_scatter_p.bind(v, axis_name=names, scatter_dimension=sd, axis_size=total,
+                                                   tiled=bool(tiled))
+        v = _vary(v, names)
         aval = aval_of(v)
         if aval.dtype == dtypes.bool_:
             v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)

@@ -421,7 +421,7 @@ for _p in (E.neg_p, E.real_p, E.imag_p, E.conj_p, E.complex_p, E.add_p, E.sub_p,
            S.expand_dims_p, S.rev_p, S.transpose_p, S.slice_p, R.reduce_sum_p, SO.cumsum_p, F.fft_p,
            C.optimization_barrier_p, C.name_p, C.xla_metadata_value_p, W.reduce_window_sum_p, SH.sharding_constraint_p, CO.psum_p,
            CO.pvary_p, CO.psum_invariant_p, CO.preduced_p, CO.vary_unreduced_cast_p,
-           CO.reduced_vary_cast_p,
+           CO.reduced_vary_cast_p, CO.all_gather_reduced_p, CO.unreduced_reduce_scatter_p, CO.unreduced_psum_p,
            CO.all_gather_p, E.reduce_precision_p, SH.device_put_p):
     deflinear(_p)
 

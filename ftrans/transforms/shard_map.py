@@ -30,7 +30,13 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.ir import hoist_consts
-from ftrans.core.prims.collectives import preduced_p, vary_unreduced_cast_p
+from ftrans.core.prims.collectives import (
+    all_gather_reduced_p,
+    preduced_p,
+    unreduced_psum_p,
+    unreduced_reduce_scatter_p,
+    vary_unreduced_cast_p,
+)
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p, with_ur_names
 from ftrans.core.sharding import (
     AbstractMesh,
@@ -725,7 +731,7 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
 
 
 _NO_INSERT: set = set()  # the collectives (filled on first use)
-_UR_CASTS = (preduced_p, vary_unreduced_cast_p)
+_UR_CASTS = (preduced_p, vary_unreduced_cast_p, all_gather_reduced_p)  # (and a collective giving reduced sets)
 
 
 def body_depth() -> int:
@@ -863,7 +869,8 @@ def _vma_rules() -> dict:
 
     return {C.preduced_p: same, C.vary_unreduced_cast_p: same, C.reduced_vary_cast_p: pvary, C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
             C.all_to_all_p: vary, C.ppermute_p: vary, C.psum_scatter_p: vary, C.axis_index_p: vary,
-            C.ragged_all_to_all_p: vary, C.pvary_p: pvary, C.psum_invariant_p: psum_invariant}
+            C.ragged_all_to_all_p: vary, C.pvary_p: pvary, C.psum_invariant_p: psum_invariant,
+            C.all_gather_reduced_p: reduce_, C.unreduced_reduce_scatter_p: vary, C.unreduced_psum_p: psum_invariant}
 
 
 _VMA_RULES: dict = {}
@@ -946,6 +953,9 @@ def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> li
                     "preduced is a Invariant->Reduced collective. This means that the axis names mentioned in "
                     f"`axes` passed to `preduced` must not be present in `jax.typeof(inp).mat.varying`. Got "
                     f"axes={tuple(C.names_of(params))} and jax.typeof(inp).mat.varying={set(a.vma)}")
+            if prim in _UR_COLLECTIVES:
+                _check_ur_collective(prim, a, names, params)
+                continue
             bad = [k for k, s in (("unreduced", au), ("reduced", ar)) if s & names]
             if prim in (C.psum_p, C.psum_invariant_p, C.psum_scatter_p):  # an unreduced value: its partial sums
                 bad = [k for k in bad if k != "unreduced"]
@@ -957,8 +967,10 @@ def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> li
                 op = {"psum_invariant": "psum", "psum_scatter": "reduce_scatter"}.get(prim.name, prim.name)
                 raise FtransValueError(f"{op} cannot accept args which are {bad[0]}. Got {a.str_short()} and "
                                        f"axes={set(names)}")
-        if prim in (C.psum_p, C.psum_invariant_p, C.psum_scatter_p):
+        if prim in (C.psum_p, C.psum_invariant_p, C.psum_scatter_p, C.unreduced_psum_p, C.unreduced_reduce_scatter_p):
             u = u - names
+        elif prim is C.all_gather_reduced_p:
+            r = r | names
         elif prim is C.reduced_vary_cast_p:
             r = r - names
         elif prim is C.preduced_p:
@@ -1001,6 +1013,33 @@ def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> li
     with sr.in_body(axes):
         u, r = rule(prim.name, _BODY.stack[-1] if _BODY.stack else None, (), *avals, **params)
     return [(frozenset(u) & axes, frozenset(r) & axes)] * n
+
+
+_UR_COLLECTIVES = (all_gather_reduced_p, unreduced_reduce_scatter_p, unreduced_psum_p)
+
+
+def _check_ur_collective(prim: Any, a: Any, names: frozenset, params: dict) -> None:
+    """JAX's checks of the operand of a collective between the reduced/unreduced types: ``all_gather_reduced``
+    takes a value varying along (some of) its axes and reduced along none, ``unreduced_reduce_scatter`` and
+    ``unreduced_psum`` one unreduced along (some of) them and varying along none."""
+    axes = tuple(params["axis_name"] if "axis_name" in params else params["axes"])
+    vma, u, r = (frozenset(getattr(a, k, None) or _EMPTY) for k in ("vma", "unreduced", "reduced"))
+    if prim is all_gather_reduced_p:
+        op, frm, to, have, bad, badk = "all_gather_reduced", "Varying", "Reduced", ("varying", vma), r, "reduced"
+    else:
+        op = "unreduced_psum" if prim is unreduced_psum_p else "unreduced_psum_scatter"
+        frm, to, have, bad, badk = "Unreduced", "Invariant" if op == "unreduced_psum" else "Varying", \
+            ("unreduced", u), vma, "varying"
+    k, s = have
+    if not s:
+        raise FtransValueError(f"{op} only accepts inputs that are {k}. Got {a.str_short()}")
+    if not s & names:
+        raise FtransValueError(
+            f"{op} is a {frm} -> {to} collective. This means that the axis_name={axes} passed to `{op}` must be "
+            f"present in jax.typeof(x).mat.{k}={set(s) or '{}'} (operand {a.str_short()})")
+    if bad & names:
+        raise FtransValueError(f"{op}'s input cannot be {badk} across the axis_name provided. Got "
+                               f"x={a.str_short()} and axis_name={axes}")
 
 
 def _params_have_jaxprs(params: dict) -> bool:

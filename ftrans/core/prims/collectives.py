@@ -46,7 +46,8 @@ from ftrans.errors import FtransTypeError, FtransValueError
 __all__ = [
     "CollectivePrimitive", "psum_p", "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p",
     "psum_scatter_p", "axis_index_p", "ragged_all_to_all_p", "pvary_p", "psum_invariant_p", "preduced_p",
-    "vary_unreduced_cast_p", "reduced_vary_cast_p", "ALL", "names_of",
+    "vary_unreduced_cast_p", "reduced_vary_cast_p", "all_gather_reduced_p", "unreduced_reduce_scatter_p",
+    "unreduced_psum_p", "ALL", "names_of",
     "check_perm",
 ]
 
@@ -366,12 +367,97 @@ preduced_p = _type_cast("preduced")
 vary_unreduced_cast_p = _type_cast("vary_unreduced_cast")
 reduced_vary_cast_p = _type_cast("reduced_vary_cast")
 
+
+# ----------------------------------------------------------------------------
+# shard_map's collectives between the reduced/unreduced types (JAX's): ``all_gather_reduced`` (varying ->
+# reduced: ``all_gather(..., to='reduced')``), ``unreduced_reduce_scatter`` (unreduced -> varying:
+# ``psum_scatter`` of a value unreduced over its axes) and ``unreduced_psum`` (unreduced -> invariant: ``psum``
+# of one).  Each computes what the collective it is named for computes; the body's staging gives the result
+# its sets, and checks the operand's (``transforms/shard_map.py``).  The first two transpose to each other,
+# ``unreduced_psum`` to ``preduced`` (``transforms/linear_rules/collectives.py``).
+
+
+def _axes_tuple(op: str, axis_name: Any) -> tuple:
+    if not isinstance(axis_name, tuple) or not axis_name:
+        raise FtransTypeError(f"{op}: axis_name must be a non-empty tuple of axis names, got {axis_name!r}")
+    return axis_name
+
+
+def _check_axis_size(op: str, axis_name: tuple, axis_size: Any) -> int:
+    n = group_size(op, axis_name)
+    if axis_size != n:
+        raise FtransValueError(f"{op}: axis_size={axis_size!r} does not match the size {n} of the axes {axis_name}")
+    return n
+
+
+def _all_gather_reduced_abstract(x: ShapedArray, *, all_gather_dimension: int, axis_name: tuple, axis_size: int,
+                                 tiled: bool) -> ShapedArray:
+    op = "all_gather_reduced"
+    n = _check_axis_size(op, _axes_tuple(op, axis_name), axis_size)
+    shape = list(x.shape)
+    if tiled:
+        if not shape:
+            raise _type_error(op, [x], "tiled=True needs an operand of rank at least 1")
+        _check_axis(op, "all_gather_dimension", all_gather_dimension, len(shape), x)
+        shape[all_gather_dimension] *= n
+    else:
+        _check_axis(op, "all_gather_dimension", all_gather_dimension, len(shape) + 1, x)
+        shape.insert(all_gather_dimension, n)
+    return x.update(shape=tuple(shape))
+
+
+def _unreduced_reduce_scatter_abstract(x: ShapedArray, *, axis_name: tuple, scatter_dimension: int, axis_size: int,
+                                       tiled: bool) -> ShapedArray:
+    op = "unreduced_reduce_scatter"
+    n = _check_axis_size(op, _axes_tuple(op, axis_name), axis_size)
+    if x.dtype == dtypes.bool_:
+        raise _type_error(op, [x], "expects a numeric operand")
+    shape = list(x.shape)
+    _check_axis(op, "scatter_dimension", scatter_dimension, len(shape), x)
+    k = shape[scatter_dimension]
+    if tiled:
+        if k % n:
+            raise FtransValueError(f"tiled reduce_scatter operand scatter dimension size {k} must be divisible by "
+                                   f"shard_count {n} (operand {x.str_short()}, axes {axis_name})")
+        shape[scatter_dimension] = k // n
+    else:
+        if k != n:
+            raise FtransValueError(f"reduce_scatter operand scatter dimension size {k} must match shard count {n} "
+                                   f"(operand {x.str_short()}, axes {axis_name})")
+        del shape[scatter_dimension]
+    return x.update(shape=tuple(shape))
+
+
+def _unreduced_psum_abstract(x: ShapedArray, *, axes: tuple) -> ShapedArray:
+    axes = _axes_tuple("unreduced_psum", axes)
+    if any(type(a) is int for a in axes):
+        raise FtransValueError(f"unreduced_psum does not accept integer axis_name. Got axis_name={axes}")
+    return _reduce_abstract("psum", False)(x, axis_name=axes, axis_index_groups=None)
+
+
+def _shard_map_only_impl(name: str) -> Any:
+    def impl(x: Any, **params: Any) -> Any:
+        raise NotImplementedError(f"{name} runs only inside a shard_map body (over its manual mesh axes), where "
+                                  "the body's types say which axes a value is reduced or unreduced along")
+
+    impl.__name__ = f"{name}_impl"
+    return impl
+
+
+all_gather_reduced_p = _new("all_gather_reduced", _all_gather_reduced_abstract)
+unreduced_reduce_scatter_p = _new("unreduced_reduce_scatter", _unreduced_reduce_scatter_abstract)
+unreduced_psum_p = _new("unreduced_psum", _unreduced_psum_abstract)
+for _p in (all_gather_reduced_p, unreduced_reduce_scatter_p, unreduced_psum_p):
+    _p.def_impl(_shard_map_only_impl(_p.name))
+
 # A partially manual shard_map body's typed values (over its Explicit axes left automatic) keep their type
 # through the casts and reductions over its manual axes (core/sharding_rules.py).
 from ftrans.core import sharding_rules as _sr  # noqa: E402
 
-for _p in (pvary_p, psum_invariant_p, psum_p, pmax_p, pmin_p, preduced_p, vary_unreduced_cast_p, reduced_vary_cast_p):
+for _p in (pvary_p, psum_invariant_p, psum_p, pmax_p, pmin_p, preduced_p, vary_unreduced_cast_p, reduced_vary_cast_p,
+           unreduced_psum_p):
     _p.sharding_rule = _sr.same_as_first
 
 ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p,
-       ragged_all_to_all_p, pvary_p, psum_invariant_p, preduced_p, vary_unreduced_cast_p, reduced_vary_cast_p)
+       ragged_all_to_all_p, pvary_p, psum_invariant_p, preduced_p, vary_unreduced_cast_p, reduced_vary_cast_p,
+       all_gather_reduced_p, unreduced_reduce_scatter_p, unreduced_psum_p)

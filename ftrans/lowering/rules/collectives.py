@@ -184,6 +184,17 @@ def _all_gather_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, axis: 
         **_channel(ctx)})
 
 
+@register_lowering(C.all_gather_reduced_p)
+def _all_gather_reduced_lowering(ctx: LoweringContext, x: str, *, all_gather_dimension: int, axis_name: tuple,
+                                 axis_size: int, tiled: bool) -> str:
+    return _all_gather_lowering(ctx, x, axis_name=axis_name, axis=all_gather_dimension, tiled=tiled)
+
+
+@register_lowering(C.unreduced_psum_p)
+def _unreduced_psum_lowering(ctx: LoweringContext, x: str, *, axes: tuple) -> str:
+    return _all_reduce("stablehlo.add", "stablehlo.or")(ctx, x, axis_name=axes, axis_index_groups=None)
+
+
 @register_lowering(C.all_to_all_p)
 def _all_to_all_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, split_axis: int, concat_axis: int,
                          tiled: bool, axis_index_groups: Any = None) -> str:
@@ -235,6 +246,12 @@ def _psum_scatter_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, scat
     if tuple(shape) != tuple(out.shape):
         y = _reshape(ctx, y, out.shape, out.dtype)
     return y
+
+
+@register_lowering(C.unreduced_reduce_scatter_p)
+def _unreduced_reduce_scatter_lowering(ctx: LoweringContext, x: str, *, axis_name: tuple, scatter_dimension: int,
+                                       axis_size: int, tiled: bool) -> str:
+    return _psum_scatter_lowering(ctx, x, axis_name=axis_name, scatter_dimension=scatter_dimension, tiled=tiled)
 
 
 # ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims.collectives import (
     all_gather_p,
+    all_gather_reduced_p,
     all_to_all_p,
     axis_index_p,
     pmax_p,
@@ -21,12 +22,15 @@ from ftrans.core.prims.collectives import (
     pvary_p,
     ragged_all_to_all_p,
     reduced_vary_cast_p,
+    unreduced_psum_p,
+    unreduced_reduce_scatter_p,
     vary_unreduced_cast_p,
 )
 from ftrans.transforms.ad import Zero, defjvp_linear, defjvp_zero, instantiate, register_jvp
 
 for _p in (psum_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, pvary_p, psum_invariant_p, preduced_p,
-           vary_unreduced_cast_p, reduced_vary_cast_p):
+           vary_unreduced_cast_p, reduced_vary_cast_p, all_gather_reduced_p, unreduced_reduce_scatter_p,
+           unreduced_psum_p):
     defjvp_linear(_p)
 defjvp_zero(axis_index_p)
 for _p in (pmax_p, pmin_p):

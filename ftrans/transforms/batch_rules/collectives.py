@@ -24,6 +24,7 @@ from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.collectives import (
     all_gather_p,
+    all_gather_reduced_p,
     all_to_all_p,
     axis_index_p,
     pmax_p,
@@ -36,6 +37,8 @@ from ftrans.core.prims.collectives import (
     pvary_p,
     ragged_all_to_all_p,
     reduced_vary_cast_p,
+    unreduced_psum_p,
+    unreduced_reduce_scatter_p,
     vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
@@ -133,6 +136,40 @@ def _type_cast_batch(prim: Primitive) -> None:
 _type_cast_batch(preduced_p)
 _type_cast_batch(vary_unreduced_cast_p)
 _type_cast_batch(reduced_vary_cast_p)
+
+
+def _no_vmap_axis(frame: Any, prim: Primitive, names: tuple) -> None:
+    """The collectives between reduced/unreduced types name manual mesh axes only: not this vmap's own axis,
+    whose examples are neither reduced nor unreduced (JAX has no rule for it either)."""
+    if _split_own(frame, names)[0]:
+        raise NotImplementedError(f"{prim.name} over {names!r}, an axis bound by vmap, is not supported: its axes "
+                                  "must be manual mesh axes of a shard_map body (as in JAX)")
+
+
+@register_batching(unreduced_psum_p)
+def _unreduced_psum_batch(vals: list, dims: list, *, frame: Any, axes: tuple) -> tuple[Any, Any]:
+    (x,), (d,) = vals, dims
+    _no_vmap_axis(frame, unreduced_psum_p, axes)
+    return unreduced_psum_p.bind(x, axes=axes), d
+
+
+@register_batching(all_gather_reduced_p)
+def _all_gather_reduced_batch(vals: list, dims: list, *, frame: Any, all_gather_dimension: int, axis_name: tuple,
+                              axis_size: int, tiled: bool) -> tuple[Any, Any]:
+    (x,), (d,) = vals, dims
+    _no_vmap_axis(frame, all_gather_reduced_p, axis_name)
+    return all_gather_reduced_p.bind(moveaxis(x, d, 0), all_gather_dimension=all_gather_dimension + 1,
+                                     axis_name=axis_name, axis_size=axis_size, tiled=tiled), 0
+
+
+@register_batching(unreduced_reduce_scatter_p)
+def _unreduced_reduce_scatter_batch(vals: list, dims: list, *, frame: Any, axis_name: tuple, scatter_dimension: int,
+                                    axis_size: int, tiled: bool) -> tuple[Any, Any]:
+    (x,), (d,) = vals, dims
+    _no_vmap_axis(frame, unreduced_reduce_scatter_p, axis_name)
+    return unreduced_reduce_scatter_p.bind(moveaxis(x, d, 0), axis_name=axis_name,
+                                           scatter_dimension=scatter_dimension + 1, axis_size=axis_size,
+                                           tiled=tiled), 0
 
 
 def _reshape(x: Any, shape: Sequence[int]) -> Any:

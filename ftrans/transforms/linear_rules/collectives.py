@@ -17,6 +17,7 @@ from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.collectives import (
     all_gather_p,
+    all_gather_reduced_p,
     all_to_all_p,
     axis_index_p,
     pmax_p,
@@ -29,6 +30,8 @@ from ftrans.core.prims.collectives import (
     pvary_p,
     ragged_all_to_all_p,
     reduced_vary_cast_p,
+    unreduced_psum_p,
+    unreduced_reduce_scatter_p,
     vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
@@ -60,8 +63,31 @@ def _psum_invariant_t(ct: Any, x: Any, *, axes: tuple) -> list:
 @register_transpose(preduced_p)
 def _preduced_t(ct: Any, x: Any, *, axes: tuple) -> list:
     # The cotangent of a reduced value is unreduced (each device's partial sum): summed here, it is the
-    # invariant operand's (JAX's ``unreduced_psum``; its own transpose is a pvary, a cast).
-    return [psum_invariant_p.bind(ct, axes=axes)]
+    # invariant operand's (as JAX's: ``unreduced_psum``, whose own transpose is this cast).
+    return [unreduced_psum_p.bind(ct, axes=axes)]
+
+
+@register_transpose(unreduced_psum_p)
+def _unreduced_psum_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    # The sum is the same on every device: each device's partial sum gets the whole cotangent, typed reduced.
+    return [preduced_p.bind(ct, axes=axes)]
+
+
+@register_transpose(all_gather_reduced_p)
+def _all_gather_reduced_t(ct: Any, x: Any, *, all_gather_dimension: int, axis_name: tuple, axis_size: int,
+                          tiled: bool) -> list:
+    # The gathered value is reduced: its cotangent is each device's partial sum (unreduced), summed and
+    # scattered back to the blocks (JAX's ``unreduced_reduce_scatter``).
+    return [unreduced_reduce_scatter_p.bind(ct, axis_name=axis_name, scatter_dimension=all_gather_dimension,
+                                            axis_size=axis_size, tiled=tiled)]
+
+
+@register_transpose(unreduced_reduce_scatter_p)
+def _unreduced_reduce_scatter_t(ct: Any, x: Any, *, axis_name: tuple, scatter_dimension: int, axis_size: int,
+                                tiled: bool) -> list:
+    # Every device's partial sum gets the cotangent of every block: the blocks gathered, typed reduced.
+    return [all_gather_reduced_p.bind(ct, all_gather_dimension=scatter_dimension, axis_name=axis_name,
+                                      axis_size=axis_size, tiled=tiled)]
 
 
 @register_transpose(vary_unreduced_cast_p)
