@@ -43,7 +43,7 @@ from ftrans.core.prims.collectives import (
 )
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.transforms.shard_map import pvary_tracer, vma_checked_names
+from ftrans.transforms.shard_map import collective_pvary, pvary_tracer, vma_checked_names
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index",
            "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv"]
@@ -106,12 +106,12 @@ def _operand(x: Any) -> Any:
     return as_operand(x)
 
 
-def _vary(v: Any, names: tuple) -> Any:
+def _vary(v: Any, names: tuple, what: str = "collective") -> Any:
     """In a ``shard_map`` body checked with ``check_vma``: ``v`` cast to vary along the manual axes of
     ``names`` first (JAX's ``insert_collective_pvary``), so a collective's transpose sums back the
     cotangents of an operand that was the same on every device; elsewhere ``v``."""
     checked = _not_unreduced(v, vma_checked_names(names))
-    return pvary_tracer(v, checked) if checked else v
+    return collective_pvary(v, checked, what) if checked else v
 
 
 def _not_unreduced(v: Any, names: tuple) -> tuple:
@@ -164,7 +164,7 @@ def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: An
                 return prim.bind(v, axis_name=named, axis_index_groups=groups)
             # In a shard_map body checked with check_vma, as JAX's: the operand is cast to vary along the
             # manual axes first, and psum over them is psum_invariant (its transpose is a pvary).
-            v = pvary_tracer(v, _not_unreduced(v, checked))
+            v = collective_pvary(v, _not_unreduced(v, checked), op)
             rest = tuple(n for n in named if n not in checked)
             if prim is not psum_p:
                 return prim.bind(v, axis_name=named, axis_index_groups=None)
@@ -244,7 +244,7 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
     inv = {"to": "invarying"} if to == "invarying" else {}
 
     def one(leaf: Any) -> Any:
-        v = _vary(_operand(leaf), names)
+        v = _vary(_operand(leaf), names, "all_gather")
         aval = aval_of(v)
         nd = len(aval.shape)
         if tiled and nd == 0:
@@ -278,7 +278,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     total = len(groups[0]) if groups else math.prod(sizes)
 
     def one(leaf: Any) -> Any:
-        v = _vary(_operand(leaf), names)
+        v = _vary(_operand(leaf), names, "all_to_all")
         aval = aval_of(v)
         nd = len(aval.shape)
         if nd == 0:
@@ -357,7 +357,7 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
         raise FtransTypeError(f"ppermute: perm must be a sequence of (source, destination) int pairs, "
                               f"got {perm!r}") from None
     check_perm("ppermute", perm, n, name)
-    return _tree_map(lambda leaf: ppermute_p.bind(_vary(_operand(leaf), names), axis_name=name, perm=perm), x)
+    return _tree_map(lambda leaf: ppermute_p.bind(_vary(_operand(leaf), names, "ppermute"), axis_name=name, perm=perm), x)
 
 
 def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
@@ -376,7 +376,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
     total = len(groups[0]) if groups else math.prod(sizes)
 
     def one(leaf: Any) -> Any:
-        v = _vary(_operand(leaf), names)
+        v = _vary(_operand(leaf), names, "psum_scatter")
         aval = aval_of(v)
         if aval.dtype == dtypes.bool_:
             v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)

@@ -29,6 +29,7 @@ import numpy as np
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
+from ftrans.core.config import config
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.collectives import preduced_p, vary_unreduced_cast_p
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p, with_ur_names
@@ -430,7 +431,8 @@ class _ShardMapped:
             with _body_mesh(mesh, manual, bool(self._check_vma)):
                 out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
                 flat, tree = tree_util.tree_flatten(out)
-                if self._check_vma:  # a result the out_specs split over axes it does not vary along: pvary'd
+                if self._check_vma and config.auto_pcast:  # a result the out_specs split over axes it does
+                    # not vary along: pvary'd
                     flat = _pvary_outs(fname, self._out_specs, out, flat)
             # the manual axes each result's type varies along (a pcast'ed value is its operand's variable)
             # (and those it is reduced along: not the same as a replicated value unless out_specs say reduced)
@@ -633,6 +635,8 @@ def like_vma(proto: Any, out: Any) -> Any:
     axes ``proto`` varies along, as JAX's: a value built to match one device's block is that device's."""
     from ftrans.core.avals import ShapeDtypeStruct
 
+    if not config.auto_pcast:  # (JAX's auto_pcast off: no cast, the operation using it says they differ)
+        return out
     vma = getattr(getattr(proto, "aval", None), "vma", None) if isinstance(proto, Tracer) else (
         proto.vma if isinstance(proto, ShapeDtypeStruct) else None)  # (eval_shape's result in a body)
     return pvary_tracer(out, tuple(vma)) if vma else out
@@ -651,6 +655,30 @@ def pvary_tracer(x: Any, names: tuple) -> Any:
     if not axes:
         return x
     return _cast_varying(x, axes)
+
+
+def collective_pvary(x: Any, names: tuple, what: str) -> Any:
+    """A collective ``what``'s operand cast to vary along the manual axes ``names`` (JAX's implicit pvary,
+    ``insert_collective_pvary``); with ``jax_auto_pcast`` off it must vary along them already, as JAX's
+    check says (``psum``: along one of them at least)."""
+    if config.auto_pcast:
+        return pvary_tracer(x, names)
+    if _trace.state.vma_hook is None:
+        return x
+    have = vma_of(x)
+    axes = tuple(n for n in names if n in manual_axes_here())
+    if what == "psum" and axes and not set(axes) & have:
+        raise FtransValueError(
+            "psum is a variant->invariant collective. This means that the axis names mentioned in `axes` passed "
+            f"to `psum` must be present in `jax.typeof(inp).mat.varying`. Got axes={axes} and "
+            f"jax.typeof(inp).mat.varying={set(have) or '{}'} (jax_auto_pcast is off, so no pvary is inserted: "
+            "cast it first with lax.pcast(x, axes, to='varying'))")
+    if what != "psum" and any(a not in have for a in axes):
+        raise FtransValueError(
+            f"Collective {what} must be applied to a device-varying type, but got {set(have) or '{}'} for "
+            f"collective acting over axis name {axes} (jax_auto_pcast is off, so no pvary is inserted: cast it "
+            "first with lax.pcast(x, axes, to='varying'))")
+    return x
 
 
 def _cast_varying(x: Any, axes: frozenset, bind: Any = None) -> Any:
@@ -714,6 +742,11 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
         _NO_INSERT.update(C.ALL)
     if prim in _NO_INSERT or _params_have_jaxprs(params):
         return tracers
+    if not config.auto_pcast:  # JAX's standard_vma_rule: no implicit pvary, the operands' types must agree
+        raise FtransValueError(
+            f"Primitive {prim.name} requires varying manual axes to match, but got {list(vmas)}. With "
+            "jax_auto_pcast off no pvary is inserted: cast the operands with lax.pcast(x, axes, to='varying') "
+            "first, or turn jax_auto_pcast on")
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
 
     out = []
