@@ -202,13 +202,16 @@ def _check_auto(s: NamedSharding) -> None:
 def _assert_as_typed(aval: Any, s: NamedSharding) -> bool:
     """Over a mesh whose axes are all Explicit, JAX's ``with_sharding_constraint`` asserts the value's type
     (``aval``'s) instead of moving it (``reshard`` moves it). True when it asserted it."""
-    from ftrans.core.sharding import AxisType
+    from ftrans.core.sharding import AxisType, size_one_axes, without_axes
 
     sh = getattr(aval, "typed_sharding", None)
     if sh is None or not s.mesh.axis_types or any(t != AxisType.Explicit for t in s.mesh.axis_types):
         return False
     n = len(aval.shape)
     want = tuple(s.spec) + (None,) * (n - len(s.spec))
+    one = size_one_axes(s.mesh)  # (JAX's jax_remove_size_one_mesh_axis_from_type: they are no part of the type)
+    if one:
+        want = tuple(without_axes(PartitionSpec(*want, unreduced=s.spec.unreduced, reduced=s.spec.reduced), one))
     if sh.mesh != s.mesh or PartitionSpec(*want[:n]) != sh.spec:
         raise AssertionError(
             "`with_sharding_constraint` acts as an assert when all axes of mesh are of type `Explicit`. The array "
