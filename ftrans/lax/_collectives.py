@@ -20,6 +20,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import axis_env, axis_size, frames_of
+from ftrans.core.config import config as _config
 from ftrans.core.operands import as_operand, convert, dtype_weak
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import elementwise as E
@@ -137,8 +138,21 @@ def _canon(op: str, what: str, axis: Any, ndim: int, aval: ShapedArray) -> int:
     return axis % ndim
 
 
+def _without_size_one(names: tuple) -> tuple:
+    """JAX's ``jax_remove_size_one_mesh_axis_from_type``: ``psum``/``psum_scatter``/``pcast(to='varying')`` over
+    a mesh axis of size 1 (of the mesh in context) is no collective at all, so such names are left out."""
+    from ftrans.core import sharding as _sh
+
+    one = _sh.size_one_axes(_sh.current_abstract_mesh())
+    return tuple(n for n in names if n not in one) if one else names
+
+
 def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: Any, axis_index_groups: Any) -> Any:
     names = _as_names(op, axis_name)
+    if op == "psum" and _config.remove_size_one_mesh_axis_from_type and names:
+        names = _without_size_one(names)
+        if not names:
+            return x
     named = tuple(n for n in names if type(n) is not int)
     positional = tuple(n for n in names if type(n) is int)
     frames = frames_of(op, named)
@@ -370,6 +384,10 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
     names = _as_names("psum_scatter", axis_name)
     if not names:
         raise FtransValueError("psum_scatter: axis_name is an empty tuple; give at least one axis name")
+    if _config.remove_size_one_mesh_axis_from_type:
+        names = _without_size_one(names)
+        if not names:
+            return x
     frames = frames_of("psum_scatter", names)
     sizes = tuple(f.size for f in frames)
     groups = _groups("psum_scatter", axis_index_groups, names)
@@ -512,6 +530,10 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
         raise FtransValueError(f"Got unexpected `to` value {to!r}. Allowed `to` values are: {set(_PCAST_TO)}")
     from ftrans.core import trace as _trace
 
+    if to == "varying" and _config.remove_size_one_mesh_axis_from_type:  # JAX's switch: no pvary over an axis
+        names = _without_size_one(names)  # of size 1 of the mesh in context (nothing can vary along it)
+        if not names:
+            return x
     if to == "varying" and _trace.is_eager() and any(
             axis_env.lookup(n) is None for n in names):  # run eagerly outside any body: JAX's pvary impl
         raise FtransValueError(f"pvary should be called under jax.shard_map. lax.pcast(x, {axis_name!r}, "

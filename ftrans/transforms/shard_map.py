@@ -41,6 +41,8 @@ from ftrans.core.sharding import (
     as_spec,
     check_spec,
     get_mesh,
+    size_one_axes,
+    without_axes,
 )
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -170,6 +172,10 @@ def _check_explicit_spec(x: Any, spec: Any, a: Any, names: tuple, mesh: Mesh) ->
     def sets(sp: Any) -> tuple:
         return frozenset(getattr(sp, "unreduced", ()) or ()), frozenset(getattr(sp, "reduced", ()) or ())
 
+    one = size_one_axes(mesh)  # (JAX's jax_remove_size_one_mesh_axis_from_type: the types leave them out)
+    if one:
+        names = tuple(tuple(x for x in ax if x not in one) for ax in names)
+        spec = without_axes(spec, one)
     if tuple(have) == tuple(names) and sets(sh.spec if sh is not None else None) == sets(spec):
         return
 
@@ -449,6 +455,8 @@ class _ShardMapped:
                 blocks = _auto_typed_blocks(mesh, manual | outer, leaves, blocks)
             # (nested: a block also varies along the enclosing body's axes its argument varies along)
             # (checked: a block unreduced/reduced over axes its spec names is typed so, JAX's ``mat``)
+            if config.remove_size_one_mesh_axis_from_type:  # (JAX's switch: no value varies along them)
+                body_axes -= size_one_axes(mesh)
             closed, _ = stage(flat_fun, [_with_vma(b, frozenset(x for ax in ns for x in ax) & body_axes | (
                 vma_of(x) if outer and isinstance(x, Tracer) else _EMPTY), *_spec_ur(ns, body_axes))
                 for b, (_, ns), x in zip(blocks, avals, leaves)])
@@ -592,6 +600,9 @@ def _with_vma(aval: Any, vma: frozenset, unreduced: frozenset = frozenset(), red
     as it is)."""
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
 
+    if config.remove_size_one_mesh_axis_from_type and _BODY.stack and (vma or unreduced or reduced):
+        one = size_one_axes(_BODY.stack[-1])  # JAX's switch: mesh axes of size 1 are no part of the type
+        vma, unreduced, reduced = vma - one, unreduced - one, reduced - one
     if type(aval) in (ShardedAval, VaryingShardedAval):  # a partially manual body's typed value
         if aval.vma == vma:
             return aval
@@ -649,6 +660,8 @@ def pvary_tracer(x: Any, names: tuple) -> Any:
     if _trace.state.vma_hook is None:
         return x
     axes = frozenset(names) & manual_axes_here()
+    if axes and config.remove_size_one_mesh_axis_from_type:
+        axes -= size_one_axes(_BODY.stack[-1])  # (JAX's switch: a pvary over them is none)
     if not axes:
         return x
     axes -= vma_of(x)
@@ -1086,7 +1099,7 @@ def _unreduced_in(x: Any) -> bool:
 
 def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: list, out_specs: list,
                    out_names: list, out_vma: Any = None, check_ur: bool = False) -> None:
-    axes = frozenset(manual)
+    axes = frozenset(manual) - size_one_axes(mesh)  # (JAX's jax_remove_size_one_mesh_axis_from_type)
     in_sets = [frozenset(a for ax in ns for a in ax) & axes for ns in in_names]
     got = _vma_jaxpr(closed.jaxpr, in_sets, axes)  # its constvars (closed-over values) vary over nothing
     # and what the results' types say (a pcast(to='varying') or a zeros_like of a varying value)
