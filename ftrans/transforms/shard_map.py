@@ -756,10 +756,7 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
     if prim in _NO_INSERT or _params_have_jaxprs(params):
         return tracers
     if not config.auto_pcast:  # JAX's standard_vma_rule: no implicit pvary, the operands' types must agree
-        raise FtransValueError(
-            f"Primitive {prim.name} requires varying manual axes to match, but got {list(vmas)}. With "
-            "jax_auto_pcast off no pvary is inserted: cast the operands with lax.pcast(x, axes, to='varying') "
-            "first, or turn jax_auto_pcast on")
+        _raise_vma_mismatch(prim, vmas)
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
 
     out = []
@@ -768,6 +765,27 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
             t = _cast_varying(t, union - v, lambda p, x, a: trace.process_primitive(p, [x], {"axes": a}))
         out.append(t)
     return out
+
+
+def check_vma_match(prim: Any, params: dict, avals: list) -> None:
+    """With ``jax_auto_pcast`` off, in a ``check_vma`` body run eagerly: the operands of an operation that
+    would have had ``pvary`` inserted must vary along the same manual axes (JAX's ``standard_vma_rule``)."""
+    vmas = [getattr(a, "vma", _EMPTY) for a in avals]
+    if not vmas or all(v == vmas[0] for v in vmas):
+        return
+    if not _NO_INSERT:
+        from ftrans.core.prims import collectives as C
+
+        _NO_INSERT.update(C.ALL)
+    if prim not in _NO_INSERT and not _params_have_jaxprs(params):
+        _raise_vma_mismatch(prim, vmas)
+
+
+def _raise_vma_mismatch(prim: Any, vmas: list) -> None:
+    raise FtransValueError(
+        f"Primitive {prim.name} requires varying manual axes to match, but got {list(vmas)}. With "
+        "jax_auto_pcast off no pvary is inserted: cast the operands with lax.pcast(x, axes, to='varying') "
+        "first, or turn jax_auto_pcast on")
 
 
 _NO_INSERT: set = set()  # the collectives (filled on first use)
