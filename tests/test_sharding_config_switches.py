@@ -355,3 +355,19 @@ def test_options_from_the_environment():
     env["JAX_AUTO_PCAST"] = "maybe"
     bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode != 0 and "invalid truth value 'maybe'" in bad.stderr and "JAX_AUTO_PCAST" in bad.stderr
+
+
+def test_a_non_boolean_value_is_refused_where_jax_takes_its_truthiness():
+    """docs/differences.md, "Configuration options": jax's ``config.update`` turns the switch on for "false"
+    (a non-empty string) or 2; ftrans refuses both by name rather than guess."""
+    for value in ("false", 2):
+        with both("jax_auto_pcast", False):
+            jax.config.update("jax_auto_pcast", value)
+            assert bool(jax.config.jax_auto_pcast) is True
+    with pytest.raises(ValueError, match="invalid truth value 2 for config option 'jax_auto_pcast'"):
+        ftrans.config.update("jax_auto_pcast", 2)
+    ftrans.config.update("jax_auto_pcast", "false")  # a truth string is read as one
+    try:
+        assert ftrans.config.auto_pcast is False
+    finally:
+        ftrans.config.update("jax_auto_pcast", True)
