@@ -93,6 +93,22 @@ def test_types_leave_out_size_one_axes_like_jax(arr_spec, how):
     assert "y" not in {a for e in f_res[0]["in"] if e for a in (e if isinstance(e, tuple) else (e,))}
 
 
+def test_eager_results_are_laid_out_as_their_types_like_jax():
+    def run(lib, jnp_, P_, mesh):
+        with lib.remove_size_one_mesh_axis_from_type(True), lib.set_mesh(mesh):
+            a = lib.device_put(np.arange(16.0).reshape(8, 2), P_("x", "y"))  # placed as asked; typed without y
+            outs = {"device_put": a, "mul": a * 2, "sum": jnp_.sum(a, axis=1),
+                    "reshard": lib.sharding.reshard(a, P_("y", "x")),
+                    "zeros": jnp_.zeros((8, 2), out_sharding=P_("x", "y"))}
+            return {k: (_spec(v.sharding.spec), _spec(lib.typeof(v).sharding.spec), np.asarray(v).tolist())
+                    for k, v in outs.items()}
+
+    f = run(ftrans, fjnp, P, ftrans.make_mesh((2, 1), ("x", "y"), axis_types=(AxisType.Explicit,) * 2))
+    j = run(jax, jjnp, JP, jax.make_mesh((2, 1), ("x", "y"), axis_types=(JAxisType.Explicit,) * 2))
+    assert f == j
+    assert f["device_put"][:2] == (("x", "y"), ("x", None))
+
+
 def test_types_keep_size_one_axes_by_default():
     fm = ftrans.make_mesh((2, 1), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
     jm = jax.make_mesh((2, 1), ("x", "y"), axis_types=(JAxisType.Explicit,) * 2)

@@ -9,6 +9,7 @@ import numpy as np
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
+from ftrans.core.config import config as _config
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.core.sharding import (
     Mesh,
@@ -123,8 +124,19 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 _assert_as_typed(array_aval(leaf), s)
             if _what == "with_sharding_constraint" and isinstance(s, NamedSharding):
                 _check_same_devices(leaf, s)
+            elif isinstance(s, NamedSharding) and _config.remove_size_one_mesh_axis_from_type:
+                s = _as_type_laid(s)  # (reshard, out_sharding=: the result's sharding is its type's, as JAX's)
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _as_type_laid(s: NamedSharding) -> NamedSharding:
+    """JAX's ``jax_remove_size_one_mesh_axis_from_type``: ``s`` without the Explicit mesh axes of size 1, which
+    the value's type leaves out (an eager ``reshard`` lays its result out as its type says)."""
+    from ftrans.core.sharding import size_one_axes, without_axes
+
+    one = size_one_axes(s.mesh) & frozenset(getattr(s.mesh, "explicit_axes", ()) or ())
+    return s.update(spec=without_axes(s.spec, one)) if one else s
 
 
 def _check_spmd_batched(x: Any, s: Any) -> None:
