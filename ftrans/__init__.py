@@ -231,6 +231,8 @@ enable_custom_prng = config_context("enable_custom_prng")
 softmax_custom_jvp = config_context("softmax_custom_jvp")
 thread_guard = config_context("thread_guard")
 array_garbage_collection_guard = config_context("array_garbage_collection_guard")
+remove_size_one_mesh_axis_from_type = config_context("remove_size_one_mesh_axis_from_type")
+auto_pcast = config_context("auto_pcast")
 
 
 def transfer_guard(new_val):
@@ -243,7 +245,7 @@ def transfer_guard(new_val):
 __all__ += ["live_arrays", "transfer_guard", "transfer_guard_host_to_device", "transfer_guard_device_to_host",
             "transfer_guard_device_to_device", "enable_checks", "debug_key_reuse", "legacy_prng_key",
             "threefry_partitionable", "enable_custom_prng", "softmax_custom_jvp", "thread_guard",
-            "array_garbage_collection_guard"]
+            "array_garbage_collection_guard", "remove_size_one_mesh_axis_from_type", "auto_pcast"]
 # JAX's error checking inside traced code (JAX's internal error_check module; jnp's checks in ``ftrans.numpy.error``),
 # imported on first use (importing it creates the thread's error state, a ref: see ftrans/error_check.py);
 # not in ``__all__``, as JAX has no public ``jax.error_check``.

@@ -23,6 +23,29 @@ def _env_flag(name: str, default: bool = False) -> bool:
     return v.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _truth(name: str, value: Any, what: str) -> bool:
+    """A boolean option's value: a bool (or NumPy's), 0/1, or one of JAX's truth strings ("true", "0", "yes",
+    "off", ...); anything else raises ``ValueError`` naming the option (``what``: where the value came from)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("1", "true", "t", "yes", "y", "on"):
+            return True
+        if low in ("0", "false", "f", "no", "n", "off"):
+            return False
+    from ftrans.errors import FtransValueError
+
+    raise FtransValueError(f"invalid truth value {value!r} for {what} {name!r}: expected True or False")
+
+
+def _flag_from_env(env: str, default: bool) -> bool:
+    v = os.environ.get(env)
+    return default if v is None else _truth(env, v, "environment variable")
+
+
 def default_cache_dir() -> str:
     """Where the compilation cache lives unless configured: ``$XDG_CACHE_HOME/ftrans/compilation``
     (``~/.cache/ftrans/compilation`` when XDG_CACHE_HOME is unset or not absolute)."""
@@ -198,6 +221,11 @@ class Config:
         "error_checking_behavior_nan": ("JAX_ERROR_CHECKING_BEHAVIOR_NAN", ("ignore", "raise")),
         "error_checking_behavior_divide": ("JAX_ERROR_CHECKING_BEHAVIOR_DIVIDE", ("ignore", "raise")),
         "error_checking_behavior_oob": ("JAX_ERROR_CHECKING_BEHAVIOR_OOB", ("ignore", "raise")),
+        # JAX's sharding switches (docs/sharding.md, "Configuration switches"): mesh axes of size 1 left out of
+        # sharding types and vma; implicit pvary in shard_map bodies; vmap-of-shard_map's spmd_axis_name check.
+        "remove_size_one_mesh_axis_from_type": ("JAX_REMOVE_SIZE_ONE_MESH_AXIS_FROM_TYPE", "flag"),
+        "auto_pcast": ("JAX_AUTO_PCAST", "flag"),
+        "disable_vmap_shmap_error": ("JAX_DISABLE_VMAP_SHMAP_ERROR", "flag"),
     }
     # JAX options a script may set that change nothing ftrans does, or that ftrans supports only at one
     # value: name -> (default, the values ftrans runs as JAX would, what the option is about). They are
@@ -264,7 +292,6 @@ class Config:
             ("refs_to_pins", False, "JAX's mutable array implementation"),
             ("mutable_array_checks", True, "JAX's mutable array checks"),
             ("disable_bwd_checks", False, "JAX's custom_vjp checks"),
-            ("auto_pcast", True, "JAX's shard_map implementation"),
             ("remove_custom_partitioning_ptr_from_cache_key", False, "the compilation cache"),
             ("xla_profile_version", 0, "profiling"),
             ("jax2tf_associative_scan_reductions", False, "jax2tf"),
@@ -315,7 +342,6 @@ class Config:
             ("rocm_visible_devices", "all", "which GPUs are visible"),
             ("oneapi_visible_devices", "all", "which GPUs are visible"),
             ("disable_most_optimizations", False, "XLA's optimizations"),
-            ("disable_vmap_shmap_error", False, "vmap of shard_map"),
             ("disallow_mesh_context_manager", False, "mesh contexts"),
             ("enable_recoverability", False, "recovery from failed processes"),
             ("experimental_unsafe_xla_runtime_errors", False, "runtime errors"),
@@ -326,7 +352,6 @@ class Config:
             ("mock_gpu_topology", "", "a mock GPU topology"),
             ("mock_num_gpu_processes", 0, "a mock GPU topology"),
             ("pjrt_client_create_options", None, "the runtime client"),
-            ("remove_size_one_mesh_axis_from_type", False, "sharding types"),
             ("sort_devices_by_process_index", True, "device order"),
             ("use_simplified_jaxpr_constants", False, "how constants appear in printed IR"),
             ("exec_time_optimization_effort", 0.0, "compile options (use jit's compiler_options)"),
@@ -425,6 +450,13 @@ class Config:
                                                                     self._known, "ignore")
         self.error_checking_behavior_oob: str = _choice_from_env("JAX_ERROR_CHECKING_BEHAVIOR_OOB", self._known,
                                                                  "ignore")
+        # JAX's sharding switches: mesh axes of size 1 left out of sharding types and of the manual axes a value
+        # varies along (``core/sharding.py``, ``size_one_axes``); ``pvary`` inserted where a shard_map body's
+        # operands vary along different manual axes (off: JAX's "requires varying manual axes to match"
+        # error instead); JAX's escape hatch that lets vmap's spmd_axis_name appear in a shard_map's specs.
+        self.remove_size_one_mesh_axis_from_type = _flag_from_env("JAX_REMOVE_SIZE_ONE_MESH_AXIS_FROM_TYPE", False)
+        self.auto_pcast = _flag_from_env("JAX_AUTO_PCAST", True)
+        self.disable_vmap_shmap_error = _flag_from_env("JAX_DISABLE_VMAP_SHMAP_ERROR", False)
         self._listeners: list = []
         # The transfer guard of each direction: None (JAX's default, "allow") or one of TRANSFER_LEVELS.
         self.transfer_guard: str | None = None
@@ -476,6 +508,8 @@ class Config:
             value = _slots_option(value)
         elif kind == "ir_modes":
             value = _ir_modes_option(value)
+        elif kind == "flag":
+            value = _truth(f"jax_{name}", value, "config option")
         elif isinstance(kind, tuple):
             value = _choice_option(name, value, kind)
         check = self._validators.get(name)
@@ -630,7 +664,7 @@ TRACE_OPTIONS = frozenset({"default_matmul_precision", "numpy_rank_promotion", "
                            "allow_f16_reductions", "default_prng_impl", "debug_nans", "debug_infs",
                            "error_checking_behavior_nan", "error_checking_behavior_divide",
                            "error_checking_behavior_oob", "softmax_custom_jvp", "threefry_partitionable",
-                           "enable_custom_prng"})
+                           "enable_custom_prng", "remove_size_one_mesh_axis_from_type", "auto_pcast"})
 
 
 # The global values of the contexts ``make_user_context`` made (their names: ``user_context_<n>``), which are

@@ -921,6 +921,30 @@ def check_divisible(sharding: NamedSharding, shape: Sequence[int], what: str) ->
                 "the shape). Pad the array, or shard another dimension")
 
 
+def size_one_axes(mesh: Any) -> frozenset:
+    """With JAX's ``jax_remove_size_one_mesh_axis_from_type`` on: the axes of ``mesh`` of size 1, which sharding
+    types and the manual axes a value varies along leave out (a split over one device is no split); else (or
+    with no mesh) none."""
+    from ftrans.core.config import config
+
+    if not config.remove_size_one_mesh_axis_from_type or mesh is None:
+        return frozenset()
+    return frozenset(n for n, k in zip(getattr(mesh, "axis_names", ()), getattr(mesh, "axis_sizes", ())) if k == 1)
+
+
+def without_axes(spec: Any, axes: frozenset) -> Any:
+    """``spec`` (a PartitionSpec, or a sequence of its entries) with the mesh ``axes`` left out of its entries and
+    of its unreduced/reduced sets (JAX's ``remove_size_one_mesh_axis``); a PartitionSpec."""
+    def keep(e: Any) -> Any:
+        if isinstance(e, str):
+            return None if e in axes else e
+        if isinstance(e, tuple):
+            return tuple(a for a in e if a not in axes)
+        return e
+    return PartitionSpec(*map(keep, spec), unreduced=frozenset(getattr(spec, "unreduced", ()) or ()) - axes,
+                         reduced=frozenset(getattr(spec, "reduced", ()) or ()) - axes)
+
+
 # ----------------------------------------------------------------------------
 # The current mesh
 

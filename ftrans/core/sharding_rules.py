@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ftrans.core.avals import ShapedArray, ShardedAval
+from ftrans.core.config import config as _config
 from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec, TypeSharding, abstract_stack
 from ftrans.errors import FtransValueError, ShardingTypeError
 
@@ -61,6 +62,10 @@ def typed(aval: ShapedArray, mesh: Any, spec: Sequence) -> ShardedAval:
     """``aval`` typed by ``spec`` over ``mesh`` (a PartitionSpec's unreduced/reduced axes kept)."""
     u, r = getattr(spec, "unreduced", None), getattr(spec, "reduced", None)
     ps = PartitionSpec(*spec, unreduced=u, reduced=r) if u or r else PartitionSpec(*spec)
+    if _config.remove_size_one_mesh_axis_from_type:  # JAX's switch: axes of size 1 are no part of the type
+        from ftrans.core.sharding import size_one_axes, without_axes
+
+        ps = without_axes(ps, size_one_axes(mesh))
     return ShardedAval(aval.shape, aval.dtype, aval.weak_type, NamedSharding(mesh, ps))
 
 

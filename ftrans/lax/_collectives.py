@@ -20,6 +20,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import axis_env, axis_size, frames_of
+from ftrans.core.config import config as _config
 from ftrans.core.operands import as_operand, convert, dtype_weak
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import elementwise as E
@@ -46,7 +47,7 @@ from ftrans.core.prims.collectives import (
 )
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.transforms.shard_map import pvary_tracer, vma_checked_names
+from ftrans.transforms.shard_map import collective_pvary, pvary_tracer, vma_checked_names
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index",
            "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv"]
@@ -109,12 +110,12 @@ def _operand(x: Any) -> Any:
     return as_operand(x)
 
 
-def _vary(v: Any, names: tuple) -> Any:
+def _vary(v: Any, names: tuple, what: str = "collective") -> Any:
     """In a ``shard_map`` body checked with ``check_vma``: ``v`` cast to vary along the manual axes of
     ``names`` first (JAX's ``insert_collective_pvary``), so a collective's transpose sums back the
     cotangents of an operand that was the same on every device; elsewhere ``v``."""
     checked = _not_unreduced(v, vma_checked_names(names))
-    return pvary_tracer(v, checked) if checked else v
+    return collective_pvary(v, checked, what) if checked else v
 
 
 def _not_unreduced(v: Any, names: tuple) -> tuple:
@@ -159,8 +160,21 @@ def _canon(op: str, what: str, axis: Any, ndim: int, aval: ShapedArray) -> int:
     return axis % ndim
 
 
+def _without_size_one(names: tuple) -> tuple:
+    """JAX's ``jax_remove_size_one_mesh_axis_from_type``: ``psum``/``psum_scatter``/``pcast(to='varying')`` over
+    a mesh axis of size 1 (of the mesh in context) is no collective at all, so such names are left out."""
+    from ftrans.core import sharding as _sh
+
+    one = _sh.size_one_axes(_sh.current_abstract_mesh())
+    return tuple(n for n in names if n not in one) if one else names
+
+
 def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: Any, axis_index_groups: Any) -> Any:
     names = _as_names(op, axis_name)
+    if op == "psum" and _config.remove_size_one_mesh_axis_from_type and names:
+        names = _without_size_one(names)
+        if not names:
+            return x
     named = tuple(n for n in names if type(n) is not int)
     positional = tuple(n for n in names if type(n) is int)
     frames = frames_of(op, named)
@@ -187,7 +201,7 @@ def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: An
             # In a shard_map body checked with check_vma, as JAX's: the operand is cast to vary along the
             # manual axes first, and psum over them is psum_invariant (its transpose is a pvary).
             unreduced = prim is psum_p and _all_unreduced(op, v, checked)
-            v = pvary_tracer(v, _not_unreduced(v, checked))
+            v = collective_pvary(v, _not_unreduced(v, checked), op)
             rest = tuple(n for n in named if n not in checked)
             if prim is not psum_p:
                 return prim.bind(v, axis_name=named, axis_index_groups=None)
@@ -293,7 +307,7 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
         return _tree_map(gather_reduced, x)
 
     def one(leaf: Any) -> Any:
-        v = _vary(_operand(leaf), names)
+        v = _vary(_operand(leaf), names, "all_gather")
         aval = aval_of(v)
         nd = len(aval.shape)
         if tiled and nd == 0:
@@ -327,7 +341,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     total = len(groups[0]) if groups else math.prod(sizes)
 
     def one(leaf: Any) -> Any:
-        v = _vary(_operand(leaf), names)
+        v = _vary(_operand(leaf), names, "all_to_all")
         aval = aval_of(v)
         nd = len(aval.shape)
         if nd == 0:
@@ -406,7 +420,7 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
         raise FtransTypeError(f"ppermute: perm must be a sequence of (source, destination) int pairs, "
                               f"got {perm!r}") from None
     check_perm("ppermute", perm, n, name)
-    return _tree_map(lambda leaf: ppermute_p.bind(_vary(_operand(leaf), names), axis_name=name, perm=perm), x)
+    return _tree_map(lambda leaf: ppermute_p.bind(_vary(_operand(leaf), names, "ppermute"), axis_name=name, perm=perm), x)
 
 
 def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
@@ -419,6 +433,10 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
     names = _as_names("psum_scatter", axis_name)
     if not names:
         raise FtransValueError("psum_scatter: axis_name is an empty tuple; give at least one axis name")
+    if _config.remove_size_one_mesh_axis_from_type:
+        names = _without_size_one(names)
+        if not names:
+            return x
     frames = frames_of("psum_scatter", names)
     sizes = tuple(f.size for f in frames)
     groups = _groups("psum_scatter", axis_index_groups, names)
@@ -433,7 +451,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
             sd = _canon("psum_scatter", "scatter_dimension", scatter_dimension, len(aval.shape), aval)
             return unreduced_reduce_scatter_p.bind(v, axis_name=names, scatter_dimension=sd, axis_size=total,
                                                    tiled=bool(tiled))
-        v = _vary(v, names)
+        v = _vary(v, names, "psum_scatter")
         aval = aval_of(v)
         if aval.dtype == dtypes.bool_:
             v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)
@@ -569,6 +587,10 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
         raise FtransValueError(f"Got unexpected `to` value {to!r}. Allowed `to` values are: {set(_PCAST_TO)}")
     from ftrans.core import trace as _trace
 
+    if to == "varying" and _config.remove_size_one_mesh_axis_from_type:  # JAX's switch: no pvary over an axis
+        names = _without_size_one(names)  # of size 1 of the mesh in context (nothing can vary along it)
+        if not names:
+            return x
     if to == "varying" and _trace.is_eager() and any(
             axis_env.lookup(n) is None for n in names):  # run eagerly outside any body: JAX's pvary impl
         raise FtransValueError(f"pvary should be called under jax.shard_map. lax.pcast(x, {axis_name!r}, "

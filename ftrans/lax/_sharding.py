@@ -9,6 +9,7 @@ import numpy as np
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
+from ftrans.core.config import config as _config
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.core.sharding import (
     Mesh,
@@ -123,8 +124,19 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 _assert_as_typed(array_aval(leaf), s)
             if _what == "with_sharding_constraint" and isinstance(s, NamedSharding):
                 _check_same_devices(leaf, s)
+            elif isinstance(s, NamedSharding) and _config.remove_size_one_mesh_axis_from_type:
+                s = _as_type_laid(s)  # (reshard, out_sharding=: the result's sharding is its type's, as JAX's)
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _as_type_laid(s: NamedSharding) -> NamedSharding:
+    """JAX's ``jax_remove_size_one_mesh_axis_from_type``: ``s`` without the Explicit mesh axes of size 1, which
+    the value's type leaves out (an eager ``reshard`` lays its result out as its type says)."""
+    from ftrans.core.sharding import size_one_axes, without_axes
+
+    one = size_one_axes(s.mesh) & frozenset(getattr(s.mesh, "explicit_axes", ()) or ())
+    return s.update(spec=without_axes(s.spec, one)) if one else s
 
 
 def _check_spmd_batched(x: Any, s: Any) -> None:
@@ -202,13 +214,16 @@ def _check_auto(s: NamedSharding) -> None:
 def _assert_as_typed(aval: Any, s: NamedSharding) -> bool:
     """Over a mesh whose axes are all Explicit, JAX's ``with_sharding_constraint`` asserts the value's type
     (``aval``'s) instead of moving it (``reshard`` moves it). True when it asserted it."""
-    from ftrans.core.sharding import AxisType
+    from ftrans.core.sharding import AxisType, size_one_axes, without_axes
 
     sh = getattr(aval, "typed_sharding", None)
     if sh is None or not s.mesh.axis_types or any(t != AxisType.Explicit for t in s.mesh.axis_types):
         return False
     n = len(aval.shape)
     want = tuple(s.spec) + (None,) * (n - len(s.spec))
+    one = size_one_axes(s.mesh)  # (JAX's jax_remove_size_one_mesh_axis_from_type: they are no part of the type)
+    if one:
+        want = tuple(without_axes(PartitionSpec(*want, unreduced=s.spec.unreduced, reduced=s.spec.reduced), one))
     if sh.mesh != s.mesh or PartitionSpec(*want[:n]) != sh.spec:
         raise AssertionError(
             "`with_sharding_constraint` acts as an assert when all axes of mesh are of type `Explicit`. The array "

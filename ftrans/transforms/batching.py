@@ -36,6 +36,7 @@ from ftrans.core import traceback_util as _tb
 from ftrans.core.array import jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, VaryingAval
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
+from ftrans.core.config import config as _config
 from ftrans.core.keys import is_key
 from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import (
@@ -586,12 +587,18 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
         mapped_spec = _mapped_axis_spec(ops, norm)
         if mapped_spec is not None:
             _check_unmapped_unsplit(ops, norm, mapped_spec)
-        if spmd_name is not None and mapped_spec is not None and tuple(spmd_name) != mapped_spec:
+        spmd = spmd_name
+        if spmd is not None and mapped_spec is not None and _config.remove_size_one_mesh_axis_from_type:
+            from ftrans.core import sharding as _sh  # as the types do, the mesh axes of size 1 are left out
+
+            one = _sh.size_one_axes(_sh.current_abstract_mesh())
+            spmd = tuple(n for n in spmd if n not in one) or None
+        if spmd is not None and mapped_spec is not None and tuple(spmd) != mapped_spec:
             raise FtransValueError(
                 f"vmap: Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis type is allowed. Got "
-                f"spmd_axis_name={spmd_name} and arrays sharded on explicit_mesh_axis={mapped_spec} (the mapped "
+                f"spmd_axis_name={spmd} and arrays sharded on explicit_mesh_axis={mapped_spec} (the mapped "
                 "dimension's axes); drop spmd_axis_name, or reshard the arguments")
-        frame = AxisFrame(axis_name, size, None, spmd_name, mapped_spec if spmd_name is None else None)
+        frame = AxisFrame(axis_name, size, None, spmd, mapped_spec if spmd is None else None)
         out_tree_box: list = []
         try:
             with new_main(BatchTrace, frame) as main:

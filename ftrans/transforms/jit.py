@@ -231,7 +231,8 @@ def _on_config_change(name: str, value: Any) -> None:
     if name in ("allow_f16_reductions", "default_matmul_precision", "numpy_rank_promotion",
                 "numpy_dtype_promotion", "default_prng_impl", "error_checking_behavior_nan",
                 "error_checking_behavior_divide", "error_checking_behavior_oob",
-                "softmax_custom_jvp", "threefry_partitionable", "enable_custom_prng") or name in _config_mod._user_globals:
+                "softmax_custom_jvp", "threefry_partitionable", "enable_custom_prng",
+                "remove_size_one_mesh_axis_from_type", "auto_pcast") or name in _config_mod._user_globals:
         # read while tracing: trace again
         clear_caches()
         return

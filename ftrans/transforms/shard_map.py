@@ -29,6 +29,7 @@ import numpy as np
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
+from ftrans.core.config import config
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.collectives import (
     all_gather_reduced_p,
@@ -46,6 +47,8 @@ from ftrans.core.sharding import (
     as_spec,
     check_spec,
     get_mesh,
+    size_one_axes,
+    without_axes,
 )
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -175,6 +178,10 @@ def _check_explicit_spec(x: Any, spec: Any, a: Any, names: tuple, mesh: Mesh) ->
     def sets(sp: Any) -> tuple:
         return frozenset(getattr(sp, "unreduced", ()) or ()), frozenset(getattr(sp, "reduced", ()) or ())
 
+    one = size_one_axes(mesh)  # (JAX's jax_remove_size_one_mesh_axis_from_type: the types leave them out)
+    if one:
+        names = tuple(tuple(x for x in ax if x not in one) for ax in names)
+        spec = without_axes(spec, one)
     if tuple(have) == tuple(names) and sets(sh.spec if sh is not None else None) == sets(spec):
         return
 
@@ -436,7 +443,8 @@ class _ShardMapped:
             with _body_mesh(mesh, manual, bool(self._check_vma)):
                 out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
                 flat, tree = tree_util.tree_flatten(out)
-                if self._check_vma:  # a result the out_specs split over axes it does not vary along: pvary'd
+                if self._check_vma and config.auto_pcast:  # a result the out_specs split over axes it does
+                    # not vary along: pvary'd
                     flat = _pvary_outs(fname, self._out_specs, out, flat)
             # the manual axes each result's type varies along (a pcast'ed value is its operand's variable)
             # (and those it is reduced along: not the same as a replicated value unless out_specs say reduced)
@@ -453,6 +461,8 @@ class _ShardMapped:
                 blocks = _auto_typed_blocks(mesh, manual | outer, leaves, blocks)
             # (nested: a block also varies along the enclosing body's axes its argument varies along)
             # (checked: a block unreduced/reduced over axes its spec names is typed so, JAX's ``mat``)
+            if config.remove_size_one_mesh_axis_from_type:  # (JAX's switch: no value varies along them)
+                body_axes -= size_one_axes(mesh)
             closed, _ = stage(flat_fun, [_with_vma(b, frozenset(x for ax in ns for x in ax) & body_axes | (
                 vma_of(x) if outer and isinstance(x, Tracer) else _EMPTY), *_spec_ur(ns, body_axes))
                 for b, (_, ns), x in zip(blocks, avals, leaves)])
@@ -596,6 +606,9 @@ def _with_vma(aval: Any, vma: frozenset, unreduced: frozenset = frozenset(), red
     as it is)."""
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
 
+    if config.remove_size_one_mesh_axis_from_type and _BODY.stack and (vma or unreduced or reduced):
+        one = size_one_axes(_BODY.stack[-1])  # JAX's switch: mesh axes of size 1 are no part of the type
+        vma, unreduced, reduced = vma - one, unreduced - one, reduced - one
     if type(aval) in (ShardedAval, VaryingShardedAval):  # a partially manual body's typed value
         if aval.vma == vma:
             return aval
@@ -639,6 +652,8 @@ def like_vma(proto: Any, out: Any) -> Any:
     axes ``proto`` varies along, as JAX's: a value built to match one device's block is that device's."""
     from ftrans.core.avals import ShapeDtypeStruct
 
+    if not config.auto_pcast:  # (JAX's auto_pcast off: no cast, the operation using it says they differ)
+        return out
     vma = getattr(getattr(proto, "aval", None), "vma", None) if isinstance(proto, Tracer) else (
         proto.vma if isinstance(proto, ShapeDtypeStruct) else None)  # (eval_shape's result in a body)
     return pvary_tracer(out, tuple(vma)) if vma else out
@@ -651,12 +666,38 @@ def pvary_tracer(x: Any, names: tuple) -> Any:
     if _trace.state.vma_hook is None:
         return x
     axes = frozenset(names) & manual_axes_here()
+    if axes and config.remove_size_one_mesh_axis_from_type:
+        axes -= size_one_axes(_BODY.stack[-1])  # (JAX's switch: a pvary over them is none)
     if not axes:
         return x
     axes -= vma_of(x)
     if not axes:
         return x
     return _cast_varying(x, axes)
+
+
+def collective_pvary(x: Any, names: tuple, what: str) -> Any:
+    """A collective ``what``'s operand cast to vary along the manual axes ``names`` (JAX's implicit pvary,
+    ``insert_collective_pvary``); with ``jax_auto_pcast`` off it must vary along them already, as JAX's
+    check says (``psum``: along one of them at least)."""
+    if config.auto_pcast:
+        return pvary_tracer(x, names)
+    if _trace.state.vma_hook is None:
+        return x
+    have = vma_of(x)
+    axes = tuple(n for n in names if n in manual_axes_here())
+    if what == "psum" and axes and not set(axes) & have:
+        raise FtransValueError(
+            "psum is a variant->invariant collective. This means that the axis names mentioned in `axes` passed "
+            f"to `psum` must be present in `jax.typeof(inp).mat.varying`. Got axes={axes} and "
+            f"jax.typeof(inp).mat.varying={set(have) or '{}'} (jax_auto_pcast is off, so no pvary is inserted: "
+            "cast it first with lax.pcast(x, axes, to='varying'))")
+    if what != "psum" and any(a not in have for a in axes):
+        raise FtransValueError(
+            f"Collective {what} must be applied to a device-varying type, but got {set(have) or '{}'} for "
+            f"collective acting over axis name {axes} (jax_auto_pcast is off, so no pvary is inserted: cast it "
+            "first with lax.pcast(x, axes, to='varying'))")
+    return x
 
 
 def _cast_varying(x: Any, axes: frozenset, bind: Any = None) -> Any:
@@ -720,6 +761,8 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
         _NO_INSERT.update(C.ALL)
     if prim in _NO_INSERT or _params_have_jaxprs(params):
         return tracers
+    if not config.auto_pcast:  # JAX's standard_vma_rule: no implicit pvary, the operands' types must agree
+        _raise_vma_mismatch(prim, vmas)
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
 
     out = []
@@ -728,6 +771,27 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
             t = _cast_varying(t, union - v, lambda p, x, a: trace.process_primitive(p, [x], {"axes": a}))
         out.append(t)
     return out
+
+
+def check_vma_match(prim: Any, params: dict, avals: list) -> None:
+    """With ``jax_auto_pcast`` off, in a ``check_vma`` body run eagerly: the operands of an operation that
+    would have had ``pvary`` inserted must vary along the same manual axes (JAX's ``standard_vma_rule``)."""
+    vmas = [getattr(a, "vma", _EMPTY) for a in avals]
+    if not vmas or all(v == vmas[0] for v in vmas):
+        return
+    if not _NO_INSERT:
+        from ftrans.core.prims import collectives as C
+
+        _NO_INSERT.update(C.ALL)
+    if prim not in _NO_INSERT and not _params_have_jaxprs(params):
+        _raise_vma_mismatch(prim, vmas)
+
+
+def _raise_vma_mismatch(prim: Any, vmas: list) -> None:
+    raise FtransValueError(
+        f"Primitive {prim.name} requires varying manual axes to match, but got {list(vmas)}. With "
+        "jax_auto_pcast off no pvary is inserted: cast the operands with lax.pcast(x, axes, to='varying') "
+        "first, or turn jax_auto_pcast on")
 
 
 _NO_INSERT: set = set()  # the collectives (filled on first use)
@@ -1092,7 +1156,7 @@ def _unreduced_in(x: Any) -> bool:
 
 def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: list, out_specs: list,
                    out_names: list, out_vma: Any = None, check_ur: bool = False) -> None:
-    axes = frozenset(manual)
+    axes = frozenset(manual) - size_one_axes(mesh)  # (JAX's jax_remove_size_one_mesh_axis_from_type)
     in_sets = [frozenset(a for ax in ns for a in ax) & axes for ns in in_names]
     got = _vma_jaxpr(closed.jaxpr, in_sets, axes)  # its constvars (closed-over values) vary over nothing
     # and what the results' types say (a pcast(to='varying') or a zeros_like of a varying value)

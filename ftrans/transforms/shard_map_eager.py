@@ -22,6 +22,7 @@ import numpy as np
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.avals import ShapedArray
+from ftrans.core.config import config as _config
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.shard_map import (
     _body_env,
@@ -102,15 +103,18 @@ class EagerShardMapTrace(Trace):
     lift = pure  # only the eager trace lies below
 
     def process_primitive(self, prim: Any, tracers: list, params: dict) -> Any:
-        from ftrans.transforms.shard_map import body_types, manual_axes_here
+        from ftrans.core.sharding import size_one_axes
+        from ftrans.transforms.shard_map import body_types, check_vma_match, manual_axes_here
 
         ctx: _Ctx = self.main.payload
         urs = None
         outs = _run(ctx.mesh, ("prim", prim, _params_key(params)), _prim_body(prim, params),
                     [t.val for t in tracers], tuple(t.names for t in tracers), None)
         if ctx.check:  # (a nested shard_map run inline here makes more axes manual while its body runs)
+            if not _config.auto_pcast:  # (JAX's: no implicit pvary, so the operands' types must agree)
+                check_vma_match(prim, params, [t.aval for t in tracers])
             vmas, urs = body_types(prim, params, [t.aval for t in tracers], len(outs),
-                                   manual_axes_here() | ctx.manual)
+                                   (manual_axes_here() | ctx.manual) - size_one_axes(ctx.mesh))
         else:
             vmas = [_EMPTY] * len(outs)
         res = [EagerShardMapTracer(self, o, None, v, urs[k] if urs else None) for k, (o, v) in enumerate(
@@ -242,6 +246,9 @@ def _run_body(trace: Any, sm: Any, fname: str, mesh: Any, avals: list, all_leave
         (v,) = _run(mesh, ("in",), _identity, [x], (ns,), None)
         vma = frozenset(n for ax in ns for n in ax) & body_axes if check else _EMPTY
         ur = S._spec_ur(ns, body_axes) if check else None
+        if check and S.config.remove_size_one_mesh_axis_from_type:  # (JAX's switch: none varies along them)
+            one = S.size_one_axes(mesh)
+            vma, ur = vma - one, ur and (ur[0] - one, ur[1] - one)
         ins.append(EagerShardMapTracer(trace, v, None, vma, ur if ur and any(ur) else None))
     it = iter(ins)
     xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]

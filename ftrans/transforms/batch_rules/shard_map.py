@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.axis_env import AxisFrame
+from ftrans.core.config import config
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.shard_map import URNames, _body_env, shard_map_p
 from ftrans.errors import FtransValueError
@@ -34,7 +35,7 @@ def _spmd_split(frame: Any, mesh: Any, in_names: tuple, out_names: tuple) -> tup
         return (), frame
     used = {a for names in (*in_names, *out_names) if names is not None for dim in names for a in dim}
     clash = [n for n in spmd if n in used]
-    if clash:
+    if clash and not (not explicit and config.disable_vmap_shmap_error):  # (JAX's escape hatch for spmd_axis_name)
         if explicit:
             raise FtransValueError(
                 f"vmapped away explicit mesh axis cannot appear in shard_map in_specs or out_specs: the vmapped "
