@@ -266,3 +266,26 @@ def test_vmap_of_body_with_unreduced_collectives():
             np.testing.assert_array_equal(np.asarray(full)[i], np.asarray(f1))
             np.testing.assert_array_equal(np.asarray(part)[i], np.asarray(p1))
         np.testing.assert_array_equal(np.asarray(full), data)
+
+
+def test_grad_through_a_closed_over_sharded_array_keeps_its_layout():
+    """A sharded array the jitted function closes over enters the partitioned program laid out as it is (its
+    type says so); it entered replicated, and the gradient's unreduced product then made Shardy abort the
+    process (an LLVM check failure) where JAX runs."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            b = lib.device_put(np.arange(16.0).reshape(8, 2), P(("x", "y")))
+            w = lib.device_put(np.arange(16.0).reshape(4, 4) + 1, P(("x", "y")))
+
+            @lib.shard_map(in_specs=P(("x", "y")), out_specs=P(reduced={"x", "y"}))
+            def gather(a):
+                return lib.lax.all_gather(a, ("x", "y"), axis=1, tiled=False, to="reduced")
+
+            g = lib.jit(lib.grad(lambda y: jnp.sin(jnp.einsum("tb,abc->tac", w, gather(y)).sum())))
+            out = g(b)
+            return np.asarray(out), _spec(out)
+
+    _run_both(run)

@@ -175,6 +175,20 @@ def donations_used(closed: ClosedJaxpr, in_shardings: Sequence[Any], out_shardin
     return tuple(i in aliases or i in donors for i in range(len(donated)))
 
 
+def _const_sharding(c: Any, v: Any, mesh: Mesh) -> NamedSharding:
+    """How a captured constant enters the partitioned program: an array laid out over the program's devices keeps
+    its layout, and a value typed over the mesh's axes its type's, so the module's argument agrees with the type
+    its readers were traced with (Shardy rejects a replicated argument typed as split); else replicated."""
+    s = getattr(c, "sharding", None) if type(c) is ShardedArray else None
+    if isinstance(s, NamedSharding) and s.mesh.axis_names == mesh.axis_names and s.mesh.shape == mesh.shape \
+            and [d.id for d in s.mesh.devices.flat] == [d.id for d in mesh.devices.flat]:
+        return NamedSharding(mesh, s.spec, memory_kind=s.memory_kind)
+    ts = getattr(getattr(v, "aval", None), "typed_sharding", None)
+    if ts is not None and set(ts.spec.axes()) <= set(mesh.axis_names):
+        return NamedSharding(mesh, ts.spec)
+    return NamedSharding(mesh, PartitionSpec())
+
+
 class SpmdExecutable:
     """One partitioned program, its argument layouts and its results' shardings."""
 
@@ -190,7 +204,7 @@ class SpmdExecutable:
         jaxpr = closed.jaxpr
         self.consts = list(closed.consts)
         n_consts = len(jaxpr.constvars)
-        self.in_shardings = [NamedSharding(mesh, PartitionSpec())] * n_consts + [
+        self.in_shardings = [_const_sharding(c, v, mesh) for c, v in zip(self.consts, jaxpr.constvars)] + [
             s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_shardings]
         self.donated = (False,) * n_consts + tuple(donated) if any(donated) else ()
         # a key-typed value crosses the boundary as its uint32 data (core/prims/random.py)
