@@ -983,14 +983,17 @@ on_contexts: list = []
 
 
 def _count_contexts(concrete: int, legacy: int) -> None:
+    # (the listeners are told under the lock: told after it, a thread closing the last context could tell them
+    # "none open" after another thread opening one had told them "open", leaving the fast paths, which place
+    # nothing, on inside that thread's ``with mesh:``)
     with _contexts_lock:
         before = (contexts_open[0] > 0, contexts_open[1] > 0)
         contexts_open[0] += concrete
         contexts_open[1] += legacy
         after = (contexts_open[0] > 0, contexts_open[1] > 0)
-    if after != before:
-        for fn in on_contexts:
-            fn(*after)
+        if after != before:
+            for fn in on_contexts:
+                fn(*after)
 
 
 _abstract_local = threading.local()
