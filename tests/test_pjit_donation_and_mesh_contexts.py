@@ -188,3 +188,30 @@ def test_mesh_contexts_of_other_threads_leave_the_fast_paths_off_inside_with_mes
         sys.setswitchinterval(old)
     assert bad == 0
     assert ftrace.eager_everywhere and not ftrace._mesh_contexts
+
+
+def _placed_under_abstract(lib, jnp, names, types):
+    from jax.sharding import AbstractMesh as JAbstractMesh
+    from jax.sharding import use_abstract_mesh as juse
+
+    from ftrans.sharding import AbstractMesh, use_abstract_mesh
+
+    am_cls, use = (AbstractMesh, use_abstract_mesh) if lib is ftrans else (JAbstractMesh, juse)
+    kinds = AxisType if lib is ftrans else JAxisType
+    mesh = lib.make_mesh((2,), ("x",), axis_types=(kinds.Explicit,))
+    h = np.arange(8.0, dtype=np.float32)
+    out = []
+    with lib.set_mesh(mesh):
+        with use(am_cls((2,), names, tuple(getattr(kinds, t) for t in types))):
+            for y in (jnp.arange(8), lib.jit(lambda v: v * 2)(h), jnp.arange(8.0) * 2):
+                s = y.sharding
+                out.append((tuple(s.mesh.axis_names), tuple(t.name for t in s.mesh.axis_types), str(s.spec),
+                            [d.id for d in s.mesh.devices.flat]))
+    return out
+
+
+@pytest.mark.parametrize("names,types", [(("y",), ("Auto",)), (("x",), ("Auto",))])
+def test_results_under_use_abstract_mesh_take_its_axes_as_jax(names, types):
+    got = _placed_under_abstract(ftrans, fjnp, names, types)
+    assert got == _placed_under_abstract(jax, jjnp, names, types)
+    assert got[0] == (names, types, "P()", [0, 1])

@@ -504,9 +504,30 @@ def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
                     "with ftrans.device_put first)")
     if mesh is None:
         mesh = get_mesh()
+        if mesh is not None:
+            mesh = _renamed_by_abstract(mesh)
     if mesh is None:
         raise FtransValueError(f"jit({fname}): no mesh to partition over: give NamedShardings or set a mesh")
     return mesh
+
+
+def _abstract_top() -> Any:
+    """The ``use_abstract_mesh`` mesh entered outside any ``shard_map`` body, innermost, or None."""
+    from ftrans.core.sharding import abstract_stack
+
+    stack = abstract_stack()
+    return stack[-1][0] if stack and stack[-1][1] == 0 and not stack[-1][0].empty else None
+
+
+def _renamed_by_abstract(mesh: Any) -> Any:
+    """The context ``mesh`` a program that names no layout is partitioned over: inside ``use_abstract_mesh`` of
+    as many devices, its devices with the abstract mesh's axes (JAX lays such results out over
+    ``mesh.update(axis_names=..., axis_types=...)``)."""
+    am = _abstract_top()
+    if am is None or am.size != mesh.size or (tuple(am.axis_names), tuple(am.axis_sizes), tuple(am.axis_types)) \
+            == (tuple(mesh.axis_names), tuple(mesh.devices.shape), tuple(mesh.axis_types)):
+        return mesh
+    return mesh_over(am, tuple(mesh.devices.flat))
 
 
 def _single_mesh(owner: Any, leaves: list) -> Any:
@@ -726,7 +747,8 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
                  leaves: list, avals: list, in_tree: Any) -> Any:
     own = tuple(x._sharded.sharding if type(x) is ShardedArray else None for x in leaves)  # runtime objects
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, own,
-           _config_mod.config.enable_x64, _config_mod.config.scoped_here(), get_mesh(), context_of(owner))
+           _config_mod.config.enable_x64, _config_mod.config.scoped_here(), get_mesh(), context_of(owner),
+           _abstract_top())
     entry = owner._spmd_cache.get(key)
     if entry is None:
         closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,
