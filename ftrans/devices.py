@@ -479,6 +479,11 @@ def _as_target(what: str, device: Any) -> Any:
     """A device/src entry as None, a Device or a NamedSharding (a PartitionSpec over the current mesh, a
     runtime sharding as ftrans's)."""
     device = as_spec(device)  # JAX's PartitionSpec: as ftrans's
+    if isinstance(device, NamedSharding) and device._memory_kind not in (None, "device"):
+        from ftrans.errors import FtransNotImplementedError  # (over an AbstractMesh, which keeps the kind)
+
+        raise FtransNotImplementedError(f"device_put: memory_kind={device._memory_kind!r}; ftrans places arrays "
+                                        "in the device's default memory only (memory_kind='device')")
     if device is None or _is_device(device) or isinstance(device, NamedSharding):
         return device
     if isinstance(device, PartitionSpec):

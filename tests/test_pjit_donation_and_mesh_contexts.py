@@ -215,3 +215,24 @@ def test_results_under_use_abstract_mesh_take_its_axes_as_jax(names, types):
     got = _placed_under_abstract(ftrans, fjnp, names, types)
     assert got == _placed_under_abstract(jax, jjnp, names, types)
     assert got[0] == (names, types, "P()", [0, 1])
+
+
+def test_out_sharding_naming_a_memory_kind_is_jax_value_error():
+    errs = []
+    for lib, jnp, ns, p, kinds in ((ftrans, fjnp, NamedSharding, P, AxisType), (jax, jjnp, JNamedSharding, JP, JAxisType)):
+        mesh = lib.make_mesh((2,), ("x",), axis_types=(kinds.Explicit,))
+        with lib.set_mesh(mesh):
+            s = ns(mesh.abstract_mesh, p("x"), memory_kind="pinned_host")
+            assert s.memory_kind == "pinned_host"
+            with pytest.raises(ValueError, match="sharding with memory_kind is not allowed") as e:
+                jnp.full((2,), fill_value=0, out_sharding=s)
+            errs.append(type(e.value))
+            out = jnp.full((2,), fill_value=0, out_sharding=ns(mesh.abstract_mesh, p("x")))
+            assert out.sharding == ns(mesh, p("x"))
+    # ftrans places nothing in host memory: device_put to that kind says so
+    mesh = ftrans.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))
+    with ftrans.set_mesh(mesh):
+        with pytest.raises(NotImplementedError, match="memory_kind='pinned_host'"):
+            ftrans.device_put(np.arange(4.0), NamedSharding(mesh.abstract_mesh, P("x"), memory_kind="pinned_host"))
+    with pytest.raises(NotImplementedError):
+        NamedSharding(mesh, P("x"), memory_kind="pinned_host")

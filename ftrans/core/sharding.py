@@ -647,9 +647,11 @@ class NamedSharding(Sharding):
             # the current mesh of those axes stands for it; with none, the sharding keeps the abstract mesh (it
             # describes a layout, as an export's argument does) and asks for a mesh only where it needs devices
             # (not a shard_map body's type mesh, whose manual axes have type Manual)
+            # (nor one naming another memory kind, which ftrans cannot place values in: it stays a description,
+            # as JAX's, and the APIs taking it say so, ``out_sharding=``'s ValueError)
             cur = get_mesh()
             if cur is not None and (cur.axis_names, cur.axis_sizes) == (mesh.axis_names, mesh.axis_sizes) and \
-                    AxisType.Manual not in mesh.axis_types:
+                    AxisType.Manual not in mesh.axis_types and memory_kind in (None, "device"):
                 if cur.axis_types != mesh.axis_types:
                     self._given_mesh = mesh  # (the abstract mesh given, for JAX's context-mesh check)
                 mesh = cur
