@@ -236,3 +236,33 @@ def test_out_sharding_naming_a_memory_kind_is_jax_value_error():
             ftrans.device_put(np.arange(4.0), NamedSharding(mesh.abstract_mesh, P("x"), memory_kind="pinned_host"))
     with pytest.raises(NotImplementedError):
         NamedSharding(mesh, P("x"), memory_kind="pinned_host")
+
+
+def _auto_axes_and_closure(lib, jnp, kinds, auto_axes, shard_map, p):
+    devs = np.array(lib.devices()[:1]).reshape(1, 1)
+    mesh = lib.sharding.Mesh(devs, ("x", "y"), axis_types=(kinds.Auto, kinds.Explicit))
+    with lib.set_mesh(mesh):
+        f = auto_axes(lambda x: x * 2, out_sharding=p("y"))
+        g = lib.jit(f)
+        out = g(jnp.arange(8))
+        text = str(g.trace(jnp.arange(8)).jaxpr)
+        res = [np.asarray(out).tolist(), str(out.sharding.spec), text.count("reshard"),
+               text.count("sharding_constraint")]
+    mesh = lib.make_mesh((2, 2), ("x", "y"), axis_types=(kinds.Auto,) * 2)
+    with lib.set_mesh(mesh):
+        const = jnp.arange(8)
+        h = lib.jit(shard_map(lambda: const * 2, mesh=mesh, in_specs=(), out_specs=p("x"), axis_names={"x"}))
+        res += [np.asarray(h()).tolist(), str(h.trace().jaxpr).count("reshard")]
+    return res
+
+
+def test_type_casts_are_sharding_constraint_equations_documented():
+    from jax.sharding import auto_axes as jauto
+
+    from ftrans.sharding import auto_axes as fauto
+
+    f = _auto_axes_and_closure(ftrans, fjnp, AxisType, fauto, ftrans.shard_map, P)
+    j = _auto_axes_and_closure(jax, jjnp, JAxisType, jauto, jax.shard_map, JP)
+    assert f[:2] == j[:2] and f[4] == j[4]  # the values and layouts are JAX's
+    assert (j[2], j[3], j[5]) == (2, 0, 1)  # JAX: two reshards (argument and result), one in the body
+    assert (f[2], f[3], f[5]) == (0, 1, 0)  # ftrans: the result's cast, as a sharding_constraint
