@@ -266,3 +266,31 @@ def test_type_casts_are_sharding_constraint_equations_documented():
     assert f[:2] == j[:2] and f[4] == j[4]  # the values and layouts are JAX's
     assert (j[2], j[3], j[5]) == (2, 0, 1)  # JAX: two reshards (argument and result), one in the body
     assert (f[2], f[3], f[5]) == (0, 1, 0)  # ftrans: the result's cast, as a sharding_constraint
+
+
+def _miss_reports(lib, jnp, ns, p, kinds, caplog):
+    import logging
+
+    mesh = lib.make_mesh((2,), ("x",), axis_types=(kinds.Auto,))
+    s = ns(mesh, p("x"))
+
+    @lib.jit
+    def f(x, y):
+        return x * y
+
+    h = np.arange(8, dtype=np.float32)
+    y = lib.device_put(h, s)
+    f(h, y)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), lib.explain_cache_misses(True):
+        f(lib.device_put(h, s), y)
+    return [r.getMessage() for r in caplog.records if "TRACING CACHE MISS" in r.getMessage()]
+
+
+def test_a_partitioned_call_explains_its_cache_miss_as_jax(caplog):
+    got = _miss_reports(ftrans, fjnp, NamedSharding, P, AxisType, caplog)
+    want = _miss_reports(jax, jjnp, JNamedSharding, JP, JAxisType, caplog)
+    assert len(got) == len(want) == 1
+    line = "* at x, now f32[8]({Auto: ('x',)}) and before f32[8]({})"
+    assert line in want[0] and line in got[0]
+    assert "all previously seen cache keys differ" in got[0]

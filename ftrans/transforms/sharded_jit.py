@@ -751,6 +751,8 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
            _abstract_top())
     entry = owner._spmd_cache.get(key)
     if entry is None:
+        if _config_mod.config.explain_cache_misses:
+            _explain_miss(owner, key, full_args, full_kwargs, leaves)
         closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,
                                                                   leaves, avals, in_tree, statics)
         if pmap_in_program(closed):  # not one partitioned program: each pmap runs as its own (transforms/jit.py)
@@ -844,6 +846,69 @@ def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: 
     # while the entry exists no other object can take one of those ids.
     held = (tuple(x._sharded.sharding for x in leaves), tuple(rts))
     fast[key] = _fast_runner(exe, out_tree, donate, sigs, held)
+
+
+def _layout_text(aval: tuple, sharding: Any) -> str:
+    """An argument's type as JAX's cache-miss report shows it: ``f32[8@x]({Auto: ('x',), Explicit: ('y',)})``,
+    the mesh's axes by type (``({})``: laid out over no mesh)."""
+    from ftrans.core.avals import type_str
+    from ftrans.core.sharding import from_runtime
+
+    s = from_runtime(sharding) if sharding is not None else None
+    if not isinstance(s, NamedSharding):
+        return type_str(aval[0], aval[1]) + "({})"
+    mesh = s.mesh
+    kinds = {getattr(t, "name", str(t)) for t in mesh.axis_types}
+    explicit = {n for n, t in zip(mesh.axis_names, mesh.axis_types) if getattr(t, "name", "") == "Explicit"}
+    dims = []
+    for k, n in enumerate(aval[0]):
+        e = s.spec[k] if k < len(s.spec) else None
+        names = [a for a in ((e,) if isinstance(e, str) else (e or ())) if a in explicit]
+        dims.append(f"{n}@{names[0]}" if len(names) == 1 else f"{n}@({','.join(names)})" if names else str(n))
+    short = type_str((), aval[1])[:-2]
+    by_type = ", ".join(f"{kind}: {tuple(n for n, t in zip(mesh.axis_names, mesh.axis_types) if t.name == kind)!r}"
+                        for kind in ("Auto", "Explicit", "Manual") if kind in kinds)
+    return f"{short}[{','.join(dims)}]({{{by_type}}})"
+
+
+def _explain_miss(owner: Any, key: tuple, args: tuple, kwargs: dict, leaves: list) -> None:
+    """``explain_cache_misses`` for a partitioned call: why ``owner`` is traced and compiled again for ``key``
+    (its arguments' layouts, types, statics or the meshes in context), against the closest key it has compiled
+    before, as JAX's "TRACING CACHE MISS" report does (JAX's types carry the layouts that ftrans keys here)."""
+    from ftrans.lowering import executable as X
+    from ftrans.transforms.jit import _call_site, _definition_site, _leaf_names
+
+    head = f"TRACING CACHE MISS at {_call_site(column=True)}:"
+    previous = list(owner._spmd_cache.keys())
+    if not previous:
+        if not owner._cache:  # a function never called before: the ordinary path's report says so
+            X.logger.warning("%s\n  never seen function:\n    %s id=%d defined at %s", head, owner.__name__,
+                             id(owner._fun), _definition_site(owner._fun))
+        return
+    try:
+        names = _leaf_names(owner, args, kwargs)
+    except Exception:  # noqa: BLE001 - naming is best effort
+        names = [f"leaf {i}" for i in range(len(key[1]))]
+    closest = min(previous, key=lambda old: (old[0] != key[0], sum(a != b for a, b in zip(key[1:], old[1:])),
+                                             sum(a != b for a, b in zip(key[3], old[3])) if key[0] == old[0] else 0))
+    diffs = []
+    if key[0] != closest[0]:
+        diffs.append(f"different input pytree:\n  * now {key[0]} and before {closest[0]}")
+    elif key[1] != closest[1] or key[3] != closest[3]:
+        lines = [f"  * at {n}, now {_layout_text(a, s)} and before {_layout_text(b, t)}"
+                 for n, a, b, s, t in zip(names, key[1], closest[1], key[3], closest[3]) if (a, s) != (b, t)]
+        diffs.append("different input types:\n" + "\n".join(lines))
+    if key[2] != closest[2]:
+        diffs.append(f"different static arguments:\n  * now {key[2]} and before {closest[2]}")
+    if key[4] != closest[4]:
+        diffs.append(f"different enable_x64: now {key[4]} and before {closest[4]}")
+    if key[5] != closest[5]:
+        diffs.append(f"Tracing context doesn't match, e.g. due to config or context manager: now {key[5]} and "
+                     f"before {closest[5]}")
+    if key[6:] != closest[6:]:
+        diffs.append(f"different mesh in context: now {key[6:]} and before {closest[6:]}")
+    X.logger.warning("%s\n  for %s defined at %s\n  all previously seen cache keys differ. For the closest previous "
+                     "key:\n  %s", head, owner.__name__, _definition_site(owner._fun), "\n  ".join(diffs))
 
 
 def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list, held: tuple) -> Any:
