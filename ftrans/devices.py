@@ -491,8 +491,9 @@ def _as_target(what: str, device: Any) -> Any:
 
         mesh = get_mesh()
         if mesh is None:
-            raise FtransValueError(f"device_put: got a bare PartitionSpec {device!r} but no mesh is set; use "
-                                   "NamedSharding(mesh, spec) or ftrans.set_mesh(mesh)")
+            raise FtransValueError(f"device_put: got a bare PartitionSpec {device!r} but no mesh is set. Please set "
+                                   "a mesh via `jax.set_mesh` if a PartitionSpec is passed to device_put (ftrans."
+                                   "set_mesh(mesh)), or use NamedSharding(mesh, spec)")
         return NamedSharding(mesh, device)
     if hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
         if isinstance(conv := from_runtime(device), NamedSharding):  # JAX's NamedSharding: as ftrans's (as JAX)

@@ -294,3 +294,30 @@ def test_a_partitioned_call_explains_its_cache_miss_as_jax(caplog):
     line = "* at x, now f32[8]({Auto: ('x',)}) and before f32[8]({})"
     assert line in want[0] and line in got[0]
     assert "all previously seen cache keys differ" in got[0]
+
+
+def test_pjit_sharding_tree_errors_in_jax_words():
+    import re
+    from collections import namedtuple
+
+    x = fjnp.ones([])
+    p = [None, None, None]
+    fm = ftrans.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with fm:
+            fpjit(lambda v: v, (p,), p)([x, x, x])
+            with pytest.raises(ValueError, match=re.escape(
+                    "pjit in_shardings is the wrong length: got a tuple or list of length 3 for an args tuple of "
+                    "length 2.")):
+                fpjit(lambda v, w: v, p, p)(x, x)
+            Foo = namedtuple("Foo", ["x"])
+            with pytest.raises(ValueError, match="in_shardings is not a tuple.*might need to be wrapped"):
+                fpjit(lambda v: v, Foo(None), Foo(None))(Foo(x))
+            fpjit(lambda v: v, (Foo(None),), Foo(None))(Foo(x))
+            with pytest.raises(ValueError, match=re.escape(
+                    "pytree structure error: different lengths of list at key path\n    pjit out_shardings\n")):
+                fpjit(lambda v: v, (p,), [p, None])([x, x, x])
+    with pytest.raises(ValueError, match="Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to "
+                                         "device_put"):
+        ftrans.device_put(np.arange(8), P("x"))

@@ -216,12 +216,18 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
         from ftrans.tree_util import _mismatch_details
 
         whose = "arguments" if what.startswith("in") else "outputs"
-        details = _mismatch_details(spec, tree, f"jit {what}",
+        details = _mismatch_details(spec, tree, f"{_api.name} {what}",
                                     lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
+        head = ""
+        if type(spec) is type(tree) and isinstance(spec, (list, tuple)) and len(spec) != len(tree):
+            # (JAX's first line for a top-level length mismatch)
+            head = (f"pytree structure error: different lengths of {type(spec).__name__} at key path\n"
+                    f"    {_api.name} {what}\n")
         raise FtransValueError(
-            f"jit({fname}): {what} must be a sharding, or a tree prefix of the {whose} with a sharding (or None) "
-            f"at each leaf; got {what}={spec!r} for a value of structure {tree_util.tree_structure(tree)} ({e}). "
-            f"Match {what} to the structure of the {whose}, or give one sharding for all of them{details}") from None
+            f"{head}jit({fname}): {what} must be a sharding, or a tree prefix of the {whose} with a sharding (or "
+            f"None) at each leaf; got {what}={spec!r} for a value of structure {tree_util.tree_structure(tree)} "
+            f"({e}). Match {what} to the structure of the {whose}, or give one sharding for all of them{details}"
+        ) from None
     out: list = []
     for group in tree_util.tree_leaves(nested, is_leaf=lambda x: type(x) is _Group):
         out.extend(norm(s) for s in group)
@@ -336,11 +342,28 @@ def _in_shardings_of(owner: Any, args: tuple, kwargs: dict, leaves: list, from_a
     else:
         if isinstance(spec, list):
             spec = tuple(spec)
+        if isinstance(spec, tuple) and hasattr(spec, "_fields") and type(spec).__name__ != "PartitionSpec":
+            # a namedtuple is a pytree node, not the tuple of the arguments: a prefix of that tuple, as JAX's
+            try:
+                _flatten_prefix(spec, args, n_pos, "in_shardings", fname)
+            except (FtransValueError, FtransTypeError):
+                api = _api.name
+                raise FtransValueError(
+                    f"{api} in_shardings specification must be a tree prefix of the positional arguments tuple. In "
+                    f"particular, {api} in_shardings must either be a Sharding, a PartitionSpec, or a tuple of "
+                    f"length equal to the number of positional arguments. But {api} in_shardings is not a tuple: "
+                    f"got {type(spec)} instead."
+                    + (f" Given the corresponding argument being passed, it looks like {api} in_shardings might "
+                       "need to be wrapped in a singleton tuple." if len(args) == 1 else "")
+                    + f" (jit({fname}))") from None
         if isinstance(spec, tuple) and type(spec).__name__ != "PartitionSpec" and len(spec) != len(args):
-            raise FtransValueError(
-                f"jit({fname}): in_shardings has {len(spec)} entries but the function was called with "
-                f"{len(args)} positional arguments; give one sharding (or None) per positional argument, or a "
-                "single sharding for all of them")
+            api = _api.name
+            raise FtransValueError(  # (JAX's words)
+                f"{api} in_shardings specification must be a tree prefix of the positional arguments tuple. In "
+                f"particular, {api} in_shardings must either be a Sharding, a PartitionSpec, or a tuple of length "
+                f"equal to the number of positional arguments. But {api} in_shardings is the wrong length: got a "
+                f"tuple or list of length {len(spec)} for an args tuple of length {len(args)}. (jit({fname}): give "
+                "one sharding (or None) per positional argument, or a single sharding for all of them)")
         if isinstance(spec, tuple) and type(spec).__name__ != "PartitionSpec":
             flat = []
             for s, a in zip(spec, args):
@@ -575,7 +598,11 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     if owner._out_shardings is not None:
         spec = owner._out_shardings
         dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
-        out_sh = _flatten_prefix(spec, dummy, out_tree.num_leaves, "out_shardings", fname)
+        prev, _api.name = _api.name, "pjit" if getattr(owner, "_api_name", None) == "pjit" else _api.name
+        try:
+            out_sh = _flatten_prefix(spec, dummy, out_tree.num_leaves, "out_shardings", fname)
+        finally:
+            _api.name = prev
         for k, (s, a) in enumerate(zip(out_sh, closed.out_avals)):
             if isinstance(s, NamedSharding):
                 check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings; One of pjit outputs)")
