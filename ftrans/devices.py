@@ -479,6 +479,11 @@ def _as_target(what: str, device: Any) -> Any:
     """A device/src entry as None, a Device or a NamedSharding (a PartitionSpec over the current mesh, a
     runtime sharding as ftrans's)."""
     device = as_spec(device)  # JAX's PartitionSpec: as ftrans's
+    if isinstance(device, NamedSharding) and device._memory_kind not in (None, "device"):
+        from ftrans.errors import FtransNotImplementedError  # (over an AbstractMesh, which keeps the kind)
+
+        raise FtransNotImplementedError(f"device_put: memory_kind={device._memory_kind!r}; ftrans places arrays "
+                                        "in the device's default memory only (memory_kind='device')")
     if device is None or _is_device(device) or isinstance(device, NamedSharding):
         return device
     if isinstance(device, PartitionSpec):
@@ -486,8 +491,9 @@ def _as_target(what: str, device: Any) -> Any:
 
         mesh = get_mesh()
         if mesh is None:
-            raise FtransValueError(f"device_put: got a bare PartitionSpec {device!r} but no mesh is set; use "
-                                   "NamedSharding(mesh, spec) or ftrans.set_mesh(mesh)")
+            raise FtransValueError(f"device_put: got a bare PartitionSpec {device!r} but no mesh is set. Please set "
+                                   "a mesh via `jax.set_mesh` if a PartitionSpec is passed to device_put (ftrans."
+                                   "set_mesh(mesh)), or use NamedSharding(mesh, spec)")
         return NamedSharding(mesh, device)
     if hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
         if isinstance(conv := from_runtime(device), NamedSharding):  # JAX's NamedSharding: as ftrans's (as JAX)

@@ -433,7 +433,7 @@ def test_error_in_shardings_tree_mismatch():
     x = arr(8, 8)
     with pytest.raises(ValueError):
         jax.jit(lambda a, b: a + b, in_shardings=(JNamedSharding(jm, JP()),) * 3)(x, x)
-    _raises(ValueError, "in_shardings has 3 entries",
+    _raises(ValueError, "in_shardings is the wrong length: got a tuple or list of length 3",
             lambda: ftrans.jit(lambda a, b: a + b, in_shardings=(s, s, s))(x, x))
     _raises(ValueError, "tree prefix",
             lambda: ftrans.jit(lambda a: a["u"], in_shardings=({"v": s},))({"u": x}))

@@ -647,9 +647,11 @@ class NamedSharding(Sharding):
             # the current mesh of those axes stands for it; with none, the sharding keeps the abstract mesh (it
             # describes a layout, as an export's argument does) and asks for a mesh only where it needs devices
             # (not a shard_map body's type mesh, whose manual axes have type Manual)
+            # (nor one naming another memory kind, which ftrans cannot place values in: it stays a description,
+            # as JAX's, and the APIs taking it say so, ``out_sharding=``'s ValueError)
             cur = get_mesh()
             if cur is not None and (cur.axis_names, cur.axis_sizes) == (mesh.axis_names, mesh.axis_sizes) and \
-                    AxisType.Manual not in mesh.axis_types:
+                    AxisType.Manual not in mesh.axis_types and memory_kind in (None, "device"):
                 if cur.axis_types != mesh.axis_types:
                     self._given_mesh = mesh  # (the abstract mesh given, for JAX's context-mesh check)
                 mesh = cur
@@ -1007,14 +1009,17 @@ on_contexts: list = []
 
 
 def _count_contexts(concrete: int, legacy: int) -> None:
+    # (the listeners are told under the lock: told after it, a thread closing the last context could tell them
+    # "none open" after another thread opening one had told them "open", leaving the fast paths, which place
+    # nothing, on inside that thread's ``with mesh:``)
     with _contexts_lock:
         before = (contexts_open[0] > 0, contexts_open[1] > 0)
         contexts_open[0] += concrete
         contexts_open[1] += legacy
         after = (contexts_open[0] > 0, contexts_open[1] > 0)
-    if after != before:
-        for fn in on_contexts:
-            fn(*after)
+        if after != before:
+            for fn in on_contexts:
+                fn(*after)
 
 
 _abstract_local = threading.local()

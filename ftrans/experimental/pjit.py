@@ -56,6 +56,7 @@ class _MeshPjit:
                     if k in kw:
                         kw[k] = _none_replicated(kw[k])
             f = self._by_mesh[mesh] = jit(self._fun, **kw)
+            f._api_name = "pjit"  # (its errors name pjit, and it places on ``with mesh:``'s mesh, as JAX's)
         return f
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -300,6 +300,10 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
         _check_context_mesh(what, s)
     if not isinstance(s, NamedSharding):
         raise FtransTypeError(f"{what}: out_sharding must be a NamedSharding or a PartitionSpec, got {s!r}")
+    if not isinstance(s.mesh, Mesh) and s._memory_kind is not None:  # (JAX's check of a type's sharding, its words)
+        raise FtransValueError(
+            "sharding with memory_kind is not allowed. Please use `jax.device_put` to transfer to different memory "
+            f"spaces. Got sharding={s!r} as {what}'s out_sharding (a value's type names no memory kind)")
     from ftrans.core.sharding_rules import out_sharding_override
 
     check_explicit(what, s)

@@ -2907,3 +2907,42 @@ def _on_key_reuse_hot(hot: bool) -> None:
 _kr.hot_listeners.append(_on_key_reuse_hot)
 if _kr.hot:
     _on_key_reuse_hot(True)
+
+
+# A donating ``jit_call`` applied eagerly (``jaxpr_as_fun`` / ``eval_jaxpr`` of a jaxpr holding a donating jit):
+# JAX's jit primitive runs as that jitted program, donations included, so the donated arrays are deleted and
+# no result is the donated array itself. One jitted wrapper per (parameters), least recently used dropped.
+_donating_calls: OrderedDict[tuple, JitWrapped] = OrderedDict()
+_donating_local = threading.local()
+
+
+def _eager_donating_call(prim: Any, args: tuple, params: dict) -> Any:
+    if getattr(_donating_local, "depth", 0) or not isinstance(_trace.find_top_trace(args), _trace.EvalTrace):
+        return NotImplemented
+    from ftrans.lowering import device_eager
+
+    key = device_eager.freeze(params)
+    with _stores_lock:
+        fn = _donating_calls.get(key)
+        if fn is not None:
+            _donating_calls.move_to_end(key)
+    if fn is None:
+        def one_call(*xs: Any) -> Any:
+            return prim.bind(*xs, **params)  # (the wrapper holds ``params``: ids in the key stay unique)
+
+        one_call.__name__ = one_call.__qualname__ = str(params.get("name", prim.name))
+        fn = jit(one_call, donate_argnums=tuple(i for i, d in enumerate(params["donated_invars"]) if d))
+        with _stores_lock:
+            _donating_calls[key] = fn
+            while len(_donating_calls) > 64:
+                _donating_calls.popitem(last=False)
+    _donating_local.depth = 1
+    try:
+        return list(fn(*args))
+    finally:
+        _donating_local.depth = 0
+
+
+from ftrans.core.prims import calls as _calls_mod  # noqa: E402
+
+_calls_mod.eager_donating_call = _eager_donating_call

@@ -216,12 +216,18 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
         from ftrans.tree_util import _mismatch_details
 
         whose = "arguments" if what.startswith("in") else "outputs"
-        details = _mismatch_details(spec, tree, f"jit {what}",
+        details = _mismatch_details(spec, tree, f"{_api.name} {what}",
                                     lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
+        head = ""
+        if type(spec) is type(tree) and isinstance(spec, (list, tuple)) and len(spec) != len(tree):
+            # (JAX's first line for a top-level length mismatch)
+            head = (f"pytree structure error: different lengths of {type(spec).__name__} at key path\n"
+                    f"    {_api.name} {what}\n")
         raise FtransValueError(
-            f"jit({fname}): {what} must be a sharding, or a tree prefix of the {whose} with a sharding (or None) "
-            f"at each leaf; got {what}={spec!r} for a value of structure {tree_util.tree_structure(tree)} ({e}). "
-            f"Match {what} to the structure of the {whose}, or give one sharding for all of them{details}") from None
+            f"{head}jit({fname}): {what} must be a sharding, or a tree prefix of the {whose} with a sharding (or "
+            f"None) at each leaf; got {what}={spec!r} for a value of structure {tree_util.tree_structure(tree)} "
+            f"({e}). Match {what} to the structure of the {whose}, or give one sharding for all of them{details}"
+        ) from None
     out: list = []
     for group in tree_util.tree_leaves(nested, is_leaf=lambda x: type(x) is _Group):
         out.extend(norm(s) for s in group)
@@ -336,11 +342,28 @@ def _in_shardings_of(owner: Any, args: tuple, kwargs: dict, leaves: list, from_a
     else:
         if isinstance(spec, list):
             spec = tuple(spec)
+        if isinstance(spec, tuple) and hasattr(spec, "_fields") and type(spec).__name__ != "PartitionSpec":
+            # a namedtuple is a pytree node, not the tuple of the arguments: a prefix of that tuple, as JAX's
+            try:
+                _flatten_prefix(spec, args, n_pos, "in_shardings", fname)
+            except (FtransValueError, FtransTypeError):
+                api = _api.name
+                raise FtransValueError(
+                    f"{api} in_shardings specification must be a tree prefix of the positional arguments tuple. In "
+                    f"particular, {api} in_shardings must either be a Sharding, a PartitionSpec, or a tuple of "
+                    f"length equal to the number of positional arguments. But {api} in_shardings is not a tuple: "
+                    f"got {type(spec)} instead."
+                    + (f" Given the corresponding argument being passed, it looks like {api} in_shardings might "
+                       "need to be wrapped in a singleton tuple." if len(args) == 1 else "")
+                    + f" (jit({fname}))") from None
         if isinstance(spec, tuple) and type(spec).__name__ != "PartitionSpec" and len(spec) != len(args):
-            raise FtransValueError(
-                f"jit({fname}): in_shardings has {len(spec)} entries but the function was called with "
-                f"{len(args)} positional arguments; give one sharding (or None) per positional argument, or a "
-                "single sharding for all of them")
+            api = _api.name
+            raise FtransValueError(  # (JAX's words)
+                f"{api} in_shardings specification must be a tree prefix of the positional arguments tuple. In "
+                f"particular, {api} in_shardings must either be a Sharding, a PartitionSpec, or a tuple of length "
+                f"equal to the number of positional arguments. But {api} in_shardings is the wrong length: got a "
+                f"tuple or list of length {len(spec)} for an args tuple of length {len(args)}. (jit({fname}): give "
+                "one sharding (or None) per positional argument, or a single sharding for all of them)")
         if isinstance(spec, tuple) and type(spec).__name__ != "PartitionSpec":
             flat = []
             for s, a in zip(spec, args):
@@ -504,9 +527,30 @@ def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
                     "with ftrans.device_put first)")
     if mesh is None:
         mesh = get_mesh()
+        if mesh is not None:
+            mesh = _renamed_by_abstract(mesh)
     if mesh is None:
         raise FtransValueError(f"jit({fname}): no mesh to partition over: give NamedShardings or set a mesh")
     return mesh
+
+
+def _abstract_top() -> Any:
+    """The ``use_abstract_mesh`` mesh entered outside any ``shard_map`` body, innermost, or None."""
+    from ftrans.core.sharding import abstract_stack
+
+    stack = abstract_stack()
+    return stack[-1][0] if stack and stack[-1][1] == 0 and not stack[-1][0].empty else None
+
+
+def _renamed_by_abstract(mesh: Any) -> Any:
+    """The context ``mesh`` a program that names no layout is partitioned over: inside ``use_abstract_mesh`` of
+    as many devices, its devices with the abstract mesh's axes (JAX lays such results out over
+    ``mesh.update(axis_names=..., axis_types=...)``)."""
+    am = _abstract_top()
+    if am is None or am.size != mesh.size or (tuple(am.axis_names), tuple(am.axis_sizes), tuple(am.axis_types)) \
+            == (tuple(mesh.axis_names), tuple(mesh.devices.shape), tuple(mesh.axis_types)):
+        return mesh
+    return mesh_over(am, tuple(mesh.devices.flat))
 
 
 def _single_mesh(owner: Any, leaves: list) -> Any:
@@ -554,7 +598,11 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     if owner._out_shardings is not None:
         spec = owner._out_shardings
         dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
-        out_sh = _flatten_prefix(spec, dummy, out_tree.num_leaves, "out_shardings", fname)
+        prev, _api.name = _api.name, "pjit" if getattr(owner, "_api_name", None) == "pjit" else _api.name
+        try:
+            out_sh = _flatten_prefix(spec, dummy, out_tree.num_leaves, "out_shardings", fname)
+        finally:
+            _api.name = prev
         for k, (s, a) in enumerate(zip(out_sh, closed.out_avals)):
             if isinstance(s, NamedSharding):
                 check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings; One of pjit outputs)")
@@ -726,9 +774,12 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
                  leaves: list, avals: list, in_tree: Any) -> Any:
     own = tuple(x._sharded.sharding if type(x) is ShardedArray else None for x in leaves)  # runtime objects
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, own,
-           _config_mod.config.enable_x64, _config_mod.config.scoped_here(), get_mesh(), context_of(owner))
+           _config_mod.config.enable_x64, _config_mod.config.scoped_here(), get_mesh(), context_of(owner),
+           _abstract_top())
     entry = owner._spmd_cache.get(key)
     if entry is None:
+        if _config_mod.config.explain_cache_misses:
+            _explain_miss(owner, key, full_args, full_kwargs, leaves)
         closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,
                                                                   leaves, avals, in_tree, statics)
         if pmap_in_program(closed):  # not one partitioned program: each pmap runs as its own (transforms/jit.py)
@@ -822,6 +873,69 @@ def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: 
     # while the entry exists no other object can take one of those ids.
     held = (tuple(x._sharded.sharding for x in leaves), tuple(rts))
     fast[key] = _fast_runner(exe, out_tree, donate, sigs, held)
+
+
+def _layout_text(aval: tuple, sharding: Any) -> str:
+    """An argument's type as JAX's cache-miss report shows it: ``f32[8@x]({Auto: ('x',), Explicit: ('y',)})``,
+    the mesh's axes by type (``({})``: laid out over no mesh)."""
+    from ftrans.core.avals import type_str
+    from ftrans.core.sharding import from_runtime
+
+    s = from_runtime(sharding) if sharding is not None else None
+    if not isinstance(s, NamedSharding):
+        return type_str(aval[0], aval[1]) + "({})"
+    mesh = s.mesh
+    kinds = {getattr(t, "name", str(t)) for t in mesh.axis_types}
+    explicit = {n for n, t in zip(mesh.axis_names, mesh.axis_types) if getattr(t, "name", "") == "Explicit"}
+    dims = []
+    for k, n in enumerate(aval[0]):
+        e = s.spec[k] if k < len(s.spec) else None
+        names = [a for a in ((e,) if isinstance(e, str) else (e or ())) if a in explicit]
+        dims.append(f"{n}@{names[0]}" if len(names) == 1 else f"{n}@({','.join(names)})" if names else str(n))
+    short = type_str((), aval[1])[:-2]
+    by_type = ", ".join(f"{kind}: {tuple(n for n, t in zip(mesh.axis_names, mesh.axis_types) if t.name == kind)!r}"
+                        for kind in ("Auto", "Explicit", "Manual") if kind in kinds)
+    return f"{short}[{','.join(dims)}]({{{by_type}}})"
+
+
+def _explain_miss(owner: Any, key: tuple, args: tuple, kwargs: dict, leaves: list) -> None:
+    """``explain_cache_misses`` for a partitioned call: why ``owner`` is traced and compiled again for ``key``
+    (its arguments' layouts, types, statics or the meshes in context), against the closest key it has compiled
+    before, as JAX's "TRACING CACHE MISS" report does (JAX's types carry the layouts that ftrans keys here)."""
+    from ftrans.lowering import executable as X
+    from ftrans.transforms.jit import _call_site, _definition_site, _leaf_names
+
+    head = f"TRACING CACHE MISS at {_call_site(column=True)}:"
+    previous = list(owner._spmd_cache.keys())
+    if not previous:
+        if not owner._cache:  # a function never called before: the ordinary path's report says so
+            X.logger.warning("%s\n  never seen function:\n    %s id=%d defined at %s", head, owner.__name__,
+                             id(owner._fun), _definition_site(owner._fun))
+        return
+    try:
+        names = _leaf_names(owner, args, kwargs)
+    except Exception:  # noqa: BLE001 - naming is best effort
+        names = [f"leaf {i}" for i in range(len(key[1]))]
+    closest = min(previous, key=lambda old: (old[0] != key[0], sum(a != b for a, b in zip(key[1:], old[1:])),
+                                             sum(a != b for a, b in zip(key[3], old[3])) if key[0] == old[0] else 0))
+    diffs = []
+    if key[0] != closest[0]:
+        diffs.append(f"different input pytree:\n  * now {key[0]} and before {closest[0]}")
+    elif key[1] != closest[1] or key[3] != closest[3]:
+        lines = [f"  * at {n}, now {_layout_text(a, s)} and before {_layout_text(b, t)}"
+                 for n, a, b, s, t in zip(names, key[1], closest[1], key[3], closest[3]) if (a, s) != (b, t)]
+        diffs.append("different input types:\n" + "\n".join(lines))
+    if key[2] != closest[2]:
+        diffs.append(f"different static arguments:\n  * now {key[2]} and before {closest[2]}")
+    if key[4] != closest[4]:
+        diffs.append(f"different enable_x64: now {key[4]} and before {closest[4]}")
+    if key[5] != closest[5]:
+        diffs.append(f"Tracing context doesn't match, e.g. due to config or context manager: now {key[5]} and "
+                     f"before {closest[5]}")
+    if key[6:] != closest[6:]:
+        diffs.append(f"different mesh in context: now {key[6:]} and before {closest[6:]}")
+    X.logger.warning("%s\n  for %s defined at %s\n  all previously seen cache keys differ. For the closest previous "
+                     "key:\n  %s", head, owner.__name__, _definition_site(owner._fun), "\n  ".join(diffs))
 
 
 def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list, held: tuple) -> Any:

@@ -174,7 +174,24 @@ def _no_donation(params: dict, rule: str, num_operands: int) -> dict:
     return {**params, "donated_invars": (False,) * num_operands}
 
 
-jit_call_p = CallPrimitive("jit_call", update_params=_no_donation)
+# Installed by ``transforms/jit.py``: a ``jit_call`` applied to concrete operands, some of them donated, runs as
+# a jitted program donating those (as JAX's jit primitive does eagerly: ``jaxpr_as_fun`` of a donating jit), or
+# NotImplemented (the other eager rules).
+eager_donating_call: Callable[[Primitive, tuple, dict], Any] | None = None
+
+
+class _JitCallPrimitive(CallPrimitive):
+    __slots__ = ()
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        if eager_donating_call is not None and True in params.get("donated_invars", ()):
+            out = eager_donating_call(self, args, params)
+            if out is not NotImplemented:
+                return out
+        return super().bind(*args, **params)
+
+
+jit_call_p = _JitCallPrimitive("jit_call", update_params=_no_donation)
 
 
 def _jit_call_printed(eqn: JaxprEqn, context: Any) -> tuple[str, list]:
