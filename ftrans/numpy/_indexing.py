@@ -144,8 +144,10 @@ def _broadcast(x: Any, shape: tuple[int, ...], dims: tuple[int, ...] | None = No
     return S.broadcast_in_dim_p.bind(x, shape=tuple(shape), broadcast_dimensions=tuple(dims))
 
 
-def _normalize(idx: Any, size: int) -> Any:
-    """Wrap negative indices once (``i + size`` where ``i < 0``); unsigned indices are left alone."""
+def _normalize(idx: Any, size: int, strong_add: bool = False) -> Any:
+    """Wrap negative indices once (``i + size`` where ``i < 0``); unsigned indices are left alone.
+    ``strong_add``: a weak-typed traced index is made strong before the add, as JAX's ``dynamic_slice``
+    start (``i + size``, a promoting add) is."""
     if isinstance(idx, (int, np.integer)):
         return idx + size if idx < 0 else idx
     d = _host_value(idx).dtype if _is_host(idx) else idx.dtype
@@ -164,8 +166,11 @@ def _normalize(idx: Any, size: int) -> Any:
         return _const(np.where(v < 0, v + size, v), v.dtype)
     size_c = _scalar(size, idx.dtype)
     zero = _scalar(0, idx.dtype)
-    return S.select_n_p.bind(E.lt_p.bind(idx, _broadcast_scalar(zero, idx)), idx,
-                             E.add_p.bind(idx, _broadcast_scalar(size_c, idx)))
+    neg = E.lt_p.bind(idx, _broadcast_scalar(zero, idx))
+    addend = idx
+    if strong_add and isinstance(idx, Tracer) and idx.aval.weak_type:
+        addend = S.convert_element_type_p.bind(idx, new_dtype=idx.dtype, weak_type=False)
+    return S.select_n_p.bind(neg, idx, E.add_p.bind(addend, _broadcast_scalar(size_c, idx)))
 
 
 def _broadcast_scalar(c: Any, like: Any) -> Any:
@@ -591,7 +596,7 @@ def _dynamic_slice(x: Any, entries: list[_Entry], normalize: bool) -> Any:
         s = as_operand(s) if not isinstance(s, np.ndarray) else _const(s, s.dtype)
         if len(starts) > 1:
             s = _convert(s, idx_dtype)
-        operands.append(_normalize(s, shape[ax]) if normalize else s)
+        operands.append(_normalize(s, shape[ax], strong_add=True) if normalize else s)
     out = S.dynamic_slice_p.bind(x, *operands, slice_sizes=tuple(sizes))
     return _finish_slice(out, rev, squeeze, newaxis)
 
