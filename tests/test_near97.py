@@ -164,3 +164,39 @@ def test_traced_weak_start_index_equations_match_jax(case):
     assert prims["ftrans"] == prims["jax"]
     for a, b in zip(vals["ftrans"], vals["jax"]):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_batched_while_predicate_recomputed_in_body_is_named_body_pred():
+    """A ``while`` whose predicate ``vmap`` batches recomputes the predicate in its body; its operations are
+    named ``while/body_pred/...`` in the StableHLO locations, as JAX's (the body's own stay ``while/body``)."""
+    texts = {}
+    for lib, (api, np_) in LIBS.items():
+        @api.named_scope("foo")
+        def f(x):
+            @api.named_scope("bar")
+            def body(x):
+                return x + 1.0
+
+            @api.named_scope("bar_cond")
+            def cond(x):
+                return x < 5.0
+
+            return api.lax.while_loop(cond, body, x)
+
+        g = api.vmap(lambda x, t: api.jvp(f, (x,), (t,)))
+        texts[lib] = api.jit(g).lower(np_.arange(2.0), np_.ones(2)).as_text(debug_info=True)
+        np.testing.assert_array_equal(np.asarray(api.jit(g)(np_.arange(2.0) + 3, np_.ones(2))[0]), [5.0, 5.0])
+    for name in ("vmap(jvp(foo))/while/body/bar/add", "vmap(jvp(foo))/while/body_pred/bar_cond/lt",
+                 "vmap(jvp(foo))/while/cond/bar_cond/lt"):
+        assert name in texts["jax"]
+        assert name in texts["ftrans"], name
+    assert "while/body/bar_cond" not in texts["ftrans"]
+
+
+def test_in_place_of_last_name_stack():
+    from ftrans.core.ir import NameStack
+
+    inner = NameStack().in_place_of_last("body_pred").extend("c")
+    assert str(inner) == "body_pred/c"
+    assert str(NameStack(("jit(f)/while/body",)) + inner) == "jit(f)/while/body_pred/c"
+    assert str(NameStack(("outer",)).transform("vmap").extend("f")) == "outer/vmap(f)"
