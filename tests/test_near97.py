@@ -200,3 +200,24 @@ def test_in_place_of_last_name_stack():
     assert str(inner) == "body_pred/c"
     assert str(NameStack(("jit(f)/while/body",)) + inner) == "jit(f)/while/body_pred/c"
     assert str(NameStack(("outer",)).transform("vmap").extend("f")) == "outer/vmap(f)"
+
+
+def test_pmap_jaxpr_layout_differs_from_jax_as_documented():
+    """docs/differences.md, "pmap": jax 0.10 stages pmap as jit(shard_map(...)); ftrans as one pmap equation.
+    The names inside are the same."""
+    eqns = {}
+    for lib, (api, np_) in LIBS.items():
+        @api.named_scope("foo")
+        @api.pmap
+        def f(x):
+            with api.named_scope("bar"):
+                return x + 1
+
+        jaxpr = api.make_jaxpr(f)(np_.ones(1)).jaxpr
+        eqns[lib] = jaxpr.eqns[0]
+        assert str(jaxpr.eqns[0].source_info.name_stack) == "foo"
+    assert str(eqns["jax"].primitive) == "jit"
+    assert str(eqns["jax"].params["jaxpr"].eqns[0].primitive) == "shard_map"
+    assert str(eqns["ftrans"].primitive) == "pmap"
+    (inner,) = eqns["ftrans"].params["jaxpr"].eqns
+    assert str(inner.source_info.name_stack) == "bar"
