@@ -221,3 +221,32 @@ def test_pmap_jaxpr_layout_differs_from_jax_as_documented():
     assert str(eqns["ftrans"].primitive) == "pmap"
     (inner,) = eqns["ftrans"].params["jaxpr"].eqns
     assert str(inner.source_info.name_stack) == "bar"
+
+
+@pytest.mark.parametrize("op", ["set", "add", "multiply", "divide"])
+def test_scatter_out_sharding_program_replays_under_checkify(op):
+    """``x.at[idx].op(v, out_sharding=)`` under an Explicit mesh stages as JAX's (the scatter over Auto axes,
+    resharded): ``checkify`` and ``eval_jaxpr`` replay the program (they raised an ambiguous-sharding error)."""
+    from jax.experimental import checkify as jcheckify
+
+    from ftrans.experimental import checkify as fcheckify
+
+    out = {}
+    for lib, (api, np_) in LIBS.items():
+        ck = jcheckify if lib == "jax" else fcheckify
+        P = api.sharding.PartitionSpec
+        mesh = api.make_mesh((2,), ("x",), axis_types=(api.sharding.AxisType.Explicit,))
+        with api.set_mesh(mesh):
+            x = api.device_put(np.arange(1.0, 5.0, dtype=np.float32), api.sharding.NamedSharding(mesh, P("x")))
+
+            def g(x):
+                return getattr(x.at[1:3], op)(2.0, out_sharding=P("x"))
+
+            err, y = api.jit(ck.checkify(g))(x)
+            err.throw()
+            closed = api.make_jaxpr(g)(x)
+            z = api.jit(lambda x: api.extend.core.jaxpr_as_fun(closed)(x)[0])(x)
+            out[lib] = (np.asarray(y), np.asarray(z), tuple(y.sharding.spec))
+    np.testing.assert_allclose(out["ftrans"][0], out["jax"][0])
+    np.testing.assert_allclose(out["ftrans"][1], out["jax"][1])
+    assert out["ftrans"][2] == out["jax"][2]

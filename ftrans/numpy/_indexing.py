@@ -982,6 +982,28 @@ def _laid_out(name: str, out_sharding: Any, operand: Any, compute: Any) -> Any:
     return with_out_sharding(f"x.at[idx].{name}", out_sharding, compute, operands=(operand,))
 
 
+def _updated_as(name: str, out_sharding: Any, operand: Any, index: Any, values: Any, update: Any) -> Any:
+    """``update(operand, index, values)`` (a scatter of ``x.at[idx].name``) laid out as ``out_sharding``.  Under
+    a mesh with Explicit axes it runs as JAX's does (``auto_axes``): the operand, indices and values leave their
+    Explicit types, the scatter runs over Auto axes and its result is resharded, so the staged program replays
+    (``checkify``, ``eval_jaxpr``) without the out_sharding override."""
+    if out_sharding is not None:
+        from ftrans.core.sharding import NamedSharding, PartitionSpec
+        from ftrans.lax._sharding import _check_context_mesh, as_sharding, spec_mesh
+
+        mesh = spec_mesh()
+        if mesh is not None and any(t.name == "Explicit" for t in mesh.axis_types):
+            s = as_sharding(out_sharding)
+            if isinstance(s, NamedSharding):
+                _check_context_mesh(f"x.at[idx].{name}", s)
+                s = s.spec  # (over the mesh in context, which it matches)
+            if isinstance(s, PartitionSpec):
+                from ftrans.sharding import auto_axes
+
+                return auto_axes(update, out_sharding=s)(operand, index, values)
+    return _laid_out(name, out_sharding, operand, lambda: update(operand, index, values))
+
+
 class _IndexUpdateRef:
     """``x.at[idx]``: functional versions of ``x[idx] = v``, ``x[idx] += v``, ..."""
 
@@ -996,8 +1018,8 @@ class _IndexUpdateRef:
 
     def _update(self, values: Any, prim: Any, name: str, indices_are_sorted: bool, unique_indices: bool,
                 mode: Any, out_sharding: Any, wrap_negative_indices: bool) -> Any:
-        return _laid_out(name, out_sharding, self.array, lambda: _scatter_update(
-            self.array, self.index, values, prim, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
+        return _updated_as(name, out_sharding, self.array, self.index, values, lambda x, i, v: _scatter_update(
+            x, i, v, prim, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
             unique_indices=unique_indices, mode=mode, normalize=wrap_negative_indices))
 
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
@@ -1044,8 +1066,8 @@ class _IndexUpdateRef:
         x = as_operand(self.array)
         d, weak = dtype_weak(x)
         ones = _full(shape_of(x), 1, d, weak)
-        return _laid_out(name, out_sharding, x, lambda: _scatter_update(
-            ones, self.index, values, I.scatter_mul_p, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
+        return _updated_as(name, out_sharding, ones, self.index, values, lambda o, i, v: _scatter_update(
+            o, i, v, I.scatter_mul_p, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
             unique_indices=unique_indices, mode=mode, normalize=wrap_negative_indices))
 
     def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
