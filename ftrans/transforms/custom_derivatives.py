@@ -35,9 +35,9 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
-from ftrans.core.config import config
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.config import config
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p, linear_call_p
