@@ -983,25 +983,27 @@ def _laid_out(name: str, out_sharding: Any, operand: Any, compute: Any) -> Any:
 
 
 def _updated_as(name: str, out_sharding: Any, operand: Any, index: Any, values: Any, update: Any) -> Any:
-    """``update(operand, index, values)`` (a scatter of ``x.at[idx].name``) laid out as ``out_sharding``.  Under
-    a mesh with Explicit axes it runs as JAX's does (``auto_axes``): the operand, indices and values leave their
-    Explicit types, the scatter runs over Auto axes and its result is resharded, so the staged program replays
-    (``checkify``, ``eval_jaxpr``) without the out_sharding override."""
-    if out_sharding is not None:
-        from ftrans.core.sharding import NamedSharding, PartitionSpec
-        from ftrans.lax._sharding import _check_context_mesh, as_sharding, spec_mesh
+    """``update(operand, index, values)`` (a scatter of ``x.at[idx].name``) laid out as ``out_sharding``.  As
+    JAX's (``auto_axes``), traced operands typed sharded over Explicit axes are resharded to replicated first,
+    the scatter runs on those and its result is resharded to ``out_sharding``: the staged program replays
+    (``checkify``, ``eval_jaxpr``) without the out_sharding override the scatter's sharding rule would need."""
+    if out_sharding is None:
+        return update(operand, index, values)
+    from ftrans.core import pytrees as tree_util
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+    from ftrans.lax._sharding import with_sharding_constraint
 
-        mesh = spec_mesh()
-        if mesh is not None and any(t.name == "Explicit" for t in mesh.axis_types):
-            s = as_sharding(out_sharding)
-            if isinstance(s, NamedSharding):
-                _check_context_mesh(f"x.at[idx].{name}", s)
-                s = s.spec  # (over the mesh in context, which it matches)
-            if isinstance(s, PartitionSpec):
-                from ftrans.sharding import auto_axes
+    def typed(a: Any) -> bool:
+        sh = a.aval.typed_sharding if isinstance(a, Tracer) else None
+        return sh is not None and any(e is not None for e in sh.spec) and not (sh.spec.unreduced or sh.spec.reduced)
 
-                return auto_axes(update, out_sharding=s)(operand, index, values)
-    return _laid_out(name, out_sharding, operand, lambda: update(operand, index, values))
+    leaves, tree = tree_util.tree_flatten((operand, index, values))
+    if not any(typed(a) for a in leaves):
+        return _laid_out(name, out_sharding, operand, lambda: update(operand, index, values))
+    leaves = [with_sharding_constraint(a, NamedSharding(a.aval.typed_sharding.mesh, PartitionSpec()), _what="reshard")
+              if typed(a) else a for a in leaves]
+    out = update(*tree_util.tree_unflatten(tree, leaves))
+    return _laid_out(name, out_sharding, operand, lambda: out)
 
 
 class _IndexUpdateRef:
