@@ -66,6 +66,13 @@ class _Transform(NamedTuple):
     name: str
 
 
+class _InPlaceOf(NamedTuple):
+    """A scope standing in place of the innermost scope around it, as its sibling (JAX's ``while/body_pred``:
+    a batched loop's predicate, recomputed in the body, is named beside ``while/body``, not inside it)."""
+
+    name: str
+
+
 class NameStack:
     """The names around an equation, outermost first: ``named_scope`` names and the transforms
     (``vmap``, ``jvp``, ``transpose``) it was staged under, as JAX's.
@@ -88,6 +95,11 @@ class NameStack:
         """This stack with the transform ``name`` inside it."""
         return NameStack((*self.elems, _Transform(name)))
 
+    def in_place_of_last(self, name: str) -> NameStack:
+        """This stack with the scope ``name`` in place of (beside) its innermost scope once printed:
+        ``while/body`` + this + ``f`` prints as ``while/body_pred/f`` (``name`` alone where none is around)."""
+        return NameStack((*self.elems, _InPlaceOf(name)))
+
     def __add__(self, other: NameStack | str) -> NameStack:
         if isinstance(other, str):
             return self.extend(other) if other else self
@@ -98,14 +110,23 @@ class NameStack:
 
     def __str__(self) -> str:
         out: list[str] = []
+        in_place = None
         for e in reversed(self.elems):  # innermost first: a transform wraps the name after it
             if isinstance(e, _Transform):
                 if out:
                     out[-1] = f"{e.name}({out[-1]})"
                 else:
                     out.append(f"{e.name}()")
+            elif type(e) is _InPlaceOf:
+                in_place = e.name
+            elif in_place is not None:  # the scope the one inside stands beside: its last name replaced
+                head = e.rpartition("/")[0]
+                out.append(f"{head}/{in_place}" if head else in_place)
+                in_place = None
             else:
                 out.append(e)
+        if in_place is not None:
+            out.append(in_place)
         return "/".join(reversed(out))
 
     def __repr__(self) -> str:

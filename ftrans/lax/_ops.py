@@ -785,7 +785,7 @@ def _start_indices(name: str, start_indices: Any, shape: tuple[int, ...], allow_
             out.append(convert(iv, dtypes.default_int(), False))
             continue
         (io,) = _operands(name, (i,))
-        d = dtype_weak(io)[0]
+        d, weak = dtype_weak(io)
         if shape_of(io) != () or d.kind not in "iu":
             raise FtransTypeError(
                 f"lax.{name}: start indices must be integer scalars, got {d.name}{list(shape_of(io))}"
@@ -793,7 +793,10 @@ def _start_indices(name: str, start_indices: Any, shape: tuple[int, ...], allow_
         if neg_ok and d.kind == "i":
             zero = convert(0, d, False)
             size = convert(S.dim_as_value_p.bind(dim=n) if isinstance(n, DimExpr) else n, d, False)
-            io = _bind(S.select_n_p, _bind(E.lt_p, io, zero), io, _bind(E.add_p, io, size))
+            # (as JAX's ``i + size``, a weak-typed index is made strong before the add)
+            io = _bind(S.select_n_p, _bind(E.lt_p, io, zero), io,
+                       _bind(E.add_p, _bind(S.convert_element_type_p, io, new_dtype=d, weak_type=False)
+                             if weak and isinstance(io, Tracer) else io, size))
         out.append(io)
     return out
 

@@ -144,8 +144,10 @@ def _broadcast(x: Any, shape: tuple[int, ...], dims: tuple[int, ...] | None = No
     return S.broadcast_in_dim_p.bind(x, shape=tuple(shape), broadcast_dimensions=tuple(dims))
 
 
-def _normalize(idx: Any, size: int) -> Any:
-    """Wrap negative indices once (``i + size`` where ``i < 0``); unsigned indices are left alone."""
+def _normalize(idx: Any, size: int, strong_add: bool = False) -> Any:
+    """Wrap negative indices once (``i + size`` where ``i < 0``); unsigned indices are left alone.
+    ``strong_add``: a weak-typed traced index is made strong before the add, as JAX's ``dynamic_slice``
+    start (``i + size``, a promoting add) is."""
     if isinstance(idx, (int, np.integer)):
         return idx + size if idx < 0 else idx
     d = _host_value(idx).dtype if _is_host(idx) else idx.dtype
@@ -164,8 +166,11 @@ def _normalize(idx: Any, size: int) -> Any:
         return _const(np.where(v < 0, v + size, v), v.dtype)
     size_c = _scalar(size, idx.dtype)
     zero = _scalar(0, idx.dtype)
-    return S.select_n_p.bind(E.lt_p.bind(idx, _broadcast_scalar(zero, idx)), idx,
-                             E.add_p.bind(idx, _broadcast_scalar(size_c, idx)))
+    neg = E.lt_p.bind(idx, _broadcast_scalar(zero, idx))
+    addend = idx
+    if strong_add and isinstance(idx, Tracer) and idx.aval.weak_type:
+        addend = S.convert_element_type_p.bind(idx, new_dtype=idx.dtype, weak_type=False)
+    return S.select_n_p.bind(neg, idx, E.add_p.bind(addend, _broadcast_scalar(size_c, idx)))
 
 
 def _broadcast_scalar(c: Any, like: Any) -> Any:
@@ -591,7 +596,7 @@ def _dynamic_slice(x: Any, entries: list[_Entry], normalize: bool) -> Any:
         s = as_operand(s) if not isinstance(s, np.ndarray) else _const(s, s.dtype)
         if len(starts) > 1:
             s = _convert(s, idx_dtype)
-        operands.append(_normalize(s, shape[ax]) if normalize else s)
+        operands.append(_normalize(s, shape[ax], strong_add=True) if normalize else s)
     out = S.dynamic_slice_p.bind(x, *operands, slice_sizes=tuple(sizes))
     return _finish_slice(out, rev, squeeze, newaxis)
 
@@ -977,6 +982,30 @@ def _laid_out(name: str, out_sharding: Any, operand: Any, compute: Any) -> Any:
     return with_out_sharding(f"x.at[idx].{name}", out_sharding, compute, operands=(operand,))
 
 
+def _updated_as(name: str, out_sharding: Any, operand: Any, index: Any, values: Any, update: Any) -> Any:
+    """``update(operand, index, values)`` (a scatter of ``x.at[idx].name``) laid out as ``out_sharding``.  As
+    JAX's (``auto_axes``), traced operands typed sharded over Explicit axes are resharded to replicated first,
+    the scatter runs on those and its result is resharded to ``out_sharding``: the staged program replays
+    (``checkify``, ``eval_jaxpr``) without the out_sharding override the scatter's sharding rule would need."""
+    if out_sharding is None:
+        return update(operand, index, values)
+    from ftrans.core import pytrees as tree_util
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+    from ftrans.lax._sharding import with_sharding_constraint
+
+    def typed(a: Any) -> bool:
+        sh = a.aval.typed_sharding if isinstance(a, Tracer) else None
+        return sh is not None and any(e is not None for e in sh.spec) and not (sh.spec.unreduced or sh.spec.reduced)
+
+    leaves, tree = tree_util.tree_flatten((operand, index, values))
+    if not any(typed(a) for a in leaves):
+        return _laid_out(name, out_sharding, operand, lambda: update(operand, index, values))
+    leaves = [with_sharding_constraint(a, NamedSharding(a.aval.typed_sharding.mesh, PartitionSpec()), _what="reshard")
+              if typed(a) else a for a in leaves]
+    out = update(*tree_util.tree_unflatten(tree, leaves))
+    return _laid_out(name, out_sharding, operand, lambda: out)
+
+
 class _IndexUpdateRef:
     """``x.at[idx]``: functional versions of ``x[idx] = v``, ``x[idx] += v``, ..."""
 
@@ -991,8 +1020,8 @@ class _IndexUpdateRef:
 
     def _update(self, values: Any, prim: Any, name: str, indices_are_sorted: bool, unique_indices: bool,
                 mode: Any, out_sharding: Any, wrap_negative_indices: bool) -> Any:
-        return _laid_out(name, out_sharding, self.array, lambda: _scatter_update(
-            self.array, self.index, values, prim, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
+        return _updated_as(name, out_sharding, self.array, self.index, values, lambda x, i, v: _scatter_update(
+            x, i, v, prim, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
             unique_indices=unique_indices, mode=mode, normalize=wrap_negative_indices))
 
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
@@ -1039,8 +1068,8 @@ class _IndexUpdateRef:
         x = as_operand(self.array)
         d, weak = dtype_weak(x)
         ones = _full(shape_of(x), 1, d, weak)
-        return _laid_out(name, out_sharding, x, lambda: _scatter_update(
-            ones, self.index, values, I.scatter_mul_p, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
+        return _updated_as(name, out_sharding, ones, self.index, values, lambda o, i, v: _scatter_update(
+            o, i, v, I.scatter_mul_p, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
             unique_indices=unique_indices, mode=mode, normalize=wrap_negative_indices))
 
     def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,

@@ -37,6 +37,7 @@ from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.config import config
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p, linear_call_p
@@ -482,7 +483,8 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
         fwd = _flat_fwd(f.fwd, name, nd, nondiff, in_tree, None, None, 0, box, f.symbolic_zeros)
         p_out, res_dyn, res_info = fwd(primals, [type(t.tangent) is not Zero for t in tracers])
         bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves], f.symbolic_zeros, f.fun)
-        t_out = custom_vjp_tangents(p_out, res_dyn, res_info, [t.tangent for t in tracers], bwd, name)
+        t_out = custom_vjp_tangents(p_out, res_dyn, res_info, [t.tangent for t in tracers], bwd, name,
+                                    f.symbolic_zeros)
     level = trace.main.level
     if any(isinstance(p, Tracer) and p._trace.main.level >= level for p in p_out):
         kind = "custom_jvp rule" if isinstance(f, custom_jvp) else "custom_vjp forward function"
@@ -839,7 +841,8 @@ def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, i
                 result.append(Zero(want))
                 continue
             got = aval_of(c)
-            if tuple(got.shape) != tuple(want.shape):
+            if tuple(got.shape) != tuple(want.shape) and not config.disable_bwd_checks:
+                # (JAX's ``disable_bwd_checks`` lets the cotangent through as bwd made it)
                 from ftrans.core.trace import function_site
 
                 attached = "" if primal is None else f" attached to {function_site(primal)}"
@@ -1056,3 +1059,55 @@ def linear_call(fun: Callable, fun_transpose: Callable, residual_args: Any, line
 custom_jvp.__getattr__ = _forward_attr  # type: ignore[attr-defined]
 custom_vjp.__getattr__ = _forward_attr  # type: ignore[attr-defined]
 
+
+
+# ----------------------------------------------------------------------------
+# Dead-code elimination of the custom-derivative calls (JAX's DCE rules for custom_jvp_call/custom_vjp_call):
+# an output nobody reads goes from the call, from its function's body (with the work only it needed) and from
+# what the rules give; every operand stays (a rule may read one the pruned body does not).
+
+
+def _dce_body(body: ClosedJaxpr, used: list[bool]) -> ClosedJaxpr:
+    from ftrans.transforms.passes.dce import dce
+
+    new, _ = dce(body.jaxpr, used)
+    return body if new is body.jaxpr else ClosedJaxpr(new, body.consts)
+
+
+def _custom_jvp_call_dce(eqn: Any, used: list[bool]) -> Any:
+    if all(used) or not any(used):  # (an unread call is kept only for its effects: whole)
+        return eqn
+    jvp = eqn.params["jvp"]
+
+    def dce_jvp(primals: list, tangents: list) -> tuple[list, list]:
+        p_out, t_out = jvp(primals, tangents)
+        return [p for p, u in zip(p_out, used) if u], [t for t, u in zip(t_out, used) if u]
+
+    dce_jvp.__name__ = getattr(jvp, "__name__", "jvp")
+    params = dict(eqn.params, call_jaxpr=_dce_body(eqn.params["call_jaxpr"], used), jvp=dce_jvp)
+    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used) if u], params=params)
+
+
+def _custom_vjp_call_dce(eqn: Any, used: list[bool]) -> Any:
+    if all(used) or not any(used):
+        return eqn
+    fwd, bwd = eqn.params["fwd"], eqn.params["bwd"]
+    out_avals = list(eqn.params["call_jaxpr"].out_avals)
+
+    def dce_fwd(primals: list, perturbed: Sequence[bool]) -> tuple[list, list, Any]:
+        outs, res_dyn, res_info = fwd(primals, perturbed)
+        return [o for o, u in zip(outs, used) if u], res_dyn, res_info
+
+    def dce_bwd(res_info: Any, res_dyn: list, cts: list) -> list:
+        it = iter(cts)  # the unread outputs' cotangents are zeros
+        return bwd(res_info, res_dyn, [next(it) if u else Zero(tangent_aval(a)) for a, u in zip(out_avals, used)])
+
+    dce_fwd.__name__ = getattr(fwd, "__name__", "fwd")
+    dce_fwd.optimize_remat = getattr(fwd, "optimize_remat", False)  # type: ignore[attr-defined]
+    dce_bwd.__name__ = getattr(bwd, "__name__", "bwd")
+    params = dict(eqn.params, call_jaxpr=_dce_body(eqn.params["call_jaxpr"], used), fwd=dce_fwd, bwd=dce_bwd)
+    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used) if u], params=params)
+
+
+_ir.dce_rules[custom_jvp_call_p] = _custom_jvp_call_dce
+_ir.dce_rules[custom_vjp_call_p] = _custom_vjp_call_dce

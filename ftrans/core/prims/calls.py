@@ -320,6 +320,17 @@ dce_rules[custom_dce_call_p] = _custom_dce_prune
 custom_lin_p = Primitive("custom_lin", multiple_results=True)
 
 
+def _custom_lin_printed(params: dict) -> list[tuple[str, Any]]:
+    """``custom_lin`` printed as JAX's: the backward function by name, which inputs' tangents are zero
+    (``in_zeros``), ``num_res`` and ``symbolic_zeros``."""
+    bwd = params["bwd"]
+    return [("bwd", getattr(bwd, "__name__", bwd)), ("in_zeros", [not nz for nz in params["nonzero"]]),
+            ("num_res", params["num_res"]), ("symbolic_zeros", params.get("symbolic_zeros", False))]
+
+
+pp_params_rules[custom_lin_p] = _custom_lin_printed
+
+
 @custom_lin_p.def_abstract_eval
 def _custom_lin_abstract_eval(*avals: ShapedArray, out_avals: tuple, **_: Any) -> list[ShapedArray]:
     return list(out_avals)

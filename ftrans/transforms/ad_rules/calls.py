@@ -273,7 +273,8 @@ def _custom_jvp_call_jvp(primals: list, tangents: list, *, jvp: Callable, **_: A
 
 @register_jvp(C.custom_vjp_call_p)
 def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: Callable, num_consts: int,
-                         name: str, call_jaxpr: ClosedJaxpr, **_: Any) -> tuple[list, list]:
+                         name: str, call_jaxpr: ClosedJaxpr, symbolic_zeros: bool = False,
+                         **_: Any) -> tuple[list, list]:
     """Run the user's forward function; the output tangents are one ``custom_lin`` of the residuals."""
     if any(type(t) is not Zero for t in tangents[:num_consts]):
         raise FtransTypeError(
@@ -285,7 +286,7 @@ def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: C
         outs, res_dyn, res_info = _fwd_as_custom_dce(fwd, primals, perturbed, call_jaxpr)
     else:
         outs, res_dyn, res_info = fwd(primals, perturbed)
-    return outs, custom_vjp_tangents(outs, res_dyn, res_info, tangents[num_consts:], bwd, name)
+    return outs, custom_vjp_tangents(outs, res_dyn, res_info, tangents[num_consts:], bwd, name, symbolic_zeros)
 
 
 def _fwd_as_custom_dce(fwd: Callable, primals: list, perturbed: list, call_jaxpr: ClosedJaxpr) -> tuple:
@@ -314,7 +315,7 @@ def _fwd_as_custom_dce(fwd: Callable, primals: list, perturbed: list, call_jaxpr
 
 
 def custom_vjp_tangents(outs: list, res_dyn: list, res_info: Any, arg_tangents: list, bwd: Callable,
-                        name: str) -> list:
+                        name: str, symbolic_zeros: bool = False) -> list:
     """The output tangents of a ``custom_vjp`` call: one ``custom_lin`` of the residuals and the input
     tangents, which the transpose turns into a call of the user's backward function."""
     nonzero = tuple(type(t) is not Zero for t in arg_tangents)
@@ -341,7 +342,7 @@ def custom_vjp_tangents(outs: list, res_dyn: list, res_info: Any, arg_tangents: 
     t_out = iter(C.custom_lin_p.bind(*res_dyn, *[t for t in arg_tangents if type(t) is not Zero],
                                      num_res=len(res_dyn), bwd=full_bwd,
                                      out_avals=tuple(a for a, lv in zip(out_avals, live) if lv),
-                                     in_avals=in_avals, nonzero=nonzero, name=name))
+                                     in_avals=in_avals, nonzero=nonzero, name=name, symbolic_zeros=symbolic_zeros))
     return [next(t_out) if lv else Zero(a) for a, lv in zip(out_avals, live)]
 
 

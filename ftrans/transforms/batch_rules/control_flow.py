@@ -37,7 +37,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, all_jaxprs, hoist_consts
+from ftrans.core.ir import EMPTY_NAME_STACK, ClosedJaxpr, all_jaxprs, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
@@ -51,7 +51,7 @@ from ftrans.core.prims.control_flow import (
     scan_split,
     while_p,
 )
-from ftrans.core.trace import aval_of, stage
+from ftrans.core.trace import aval_of, names_as, stage
 from ftrans.errors import FtransValueError
 from ftrans.transforms.batching import (
     AxisFrame,
@@ -253,7 +253,8 @@ def _while_batch(vals: list, dims: list, *, frame: AxisFrame, cond_jaxpr: Closed
     def masked_body(*args: Any) -> list:
         c_consts, b_consts, carry = args[:n_cc], args[n_cc:n_cc + n_bc], args[n_cc + n_bc:]
         new = _call(body, *b_consts, *carry)  # the body before the predicate, as JAX orders their effects
-        (pred,) = _call(cnd, *c_consts, *carry)
+        with names_as(EMPTY_NAME_STACK.in_place_of_last("body_pred")):  # named as JAX's: ``while/body_pred/...``
+            (pred,) = _call(cnd, *c_consts, *carry)
         return [S.select_n_p.bind(_bcast_front(pred, aval_of(old).shape), old, nw) for old, nw in zip(carry, new)]
 
     any_cnd, h_c = _stage(any_cond, cnd_in)

@@ -145,7 +145,7 @@ C.for_each_call_primitive(_install)
 
 @register_transpose(C.custom_lin_p)
 def _custom_lin_transpose(cts: list, *args: Any, num_res: int, bwd: Callable, out_avals: tuple, in_avals: tuple,
-                          nonzero: tuple, name: str) -> list:
+                          nonzero: tuple, name: str, symbolic_zeros: bool = False) -> list:
     """The user's backward function, on the residuals and the output cotangents."""
     res = list(args[:num_res])
     if any(is_undefined(r) for r in res):
