@@ -857,6 +857,21 @@ def test_token_is_a_pytree_without_leaves():
     assert not jp.jaxpr.eqns
 
 
+def test_token_operand_of_a_users_primitive_is_not_in_the_program():
+    from jax.extend.core import Primitive as JPrimitive
+
+    from ftrans.extend.core import Primitive as FPrimitive
+
+    jp, fp = JPrimitive("tokentest"), FPrimitive("tokentest")
+    for p in (jp, fp):
+        p.def_abstract_eval(lambda x, t: x)
+    x = np.ones(3, np.float32)
+    jj = jax.make_jaxpr(lambda x, t: jp.bind(x, t))(x, jlax.create_token())
+    fj = ftrans.make_jaxpr(lambda x, t: fp.bind(x, t))(x, flax.create_token())
+    assert len(jj.jaxpr.eqns[0].invars) == 2
+    assert len(fj.jaxpr.eqns[0].invars) == 1 and fj.jaxpr.eqns[0].primitive.name == "tokentest"
+
+
 @pytest.mark.jax_default_precision
 def test_default_matmul_precision_change_drops_every_trace():
     """Changing default_matmul_precision with ``config.update`` clears ftrans's jit caches, so returning to an

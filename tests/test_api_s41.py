@@ -1,0 +1,94 @@
+"""api_test.py's remaining gaps (session 41), each differential against jax.
+
+* A token (``lax.create_token``) as an operand of a user's primitive: eagerly and under jit, vmap, jvp, vjp.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fnp
+from ftrans.extend.core import Primitive as FPrimitive
+from ftrans.interpreters import ad as fad
+from ftrans.interpreters import batching as fbatching
+from ftrans.interpreters import mlir as fmlir
+
+
+def _token_primitives():
+    """The same primitive ``(x, token) -> 2 x`` in jax and in ftrans, with every rule."""
+    from jax.extend.core import Primitive as JPrimitive
+    from jax.interpreters import ad as jad
+    from jax.interpreters import batching as jbatching
+    from jax.interpreters import mlir as jmlir
+
+    out = []
+    for P, ad, batching, mlir, lf_multi in ((JPrimitive, jad, jbatching, jmlir, True),
+                                            (FPrimitive, fad, fbatching, fmlir, False)):
+        p = P("tokentest")
+        seen = []
+        p.def_impl(lambda x, t: x * 2)
+
+        def aeval(x, t, seen=seen):
+            seen.append(type(t).__name__)
+            return x
+
+        p.def_abstract_eval(aeval)
+        if lf_multi:
+            mlir.register_lowering(p, mlir.lower_fun(lambda x, t: [x * 2], multiple_results=True))
+        else:
+            mlir.register_lowering(p, mlir.lower_fun(lambda x, t: x * 2, multiple_results=False))
+        ad.defjvp(p, lambda g, x, t: g * 2, None)
+        batching.primitive_batchers[p] = lambda args, dims, p=p: (p.bind(*args), dims[0])
+        out.append((p, seen))
+    return out
+
+
+@pytest.mark.parametrize("how", ["eager", "jit", "jit_token_arg", "vmap", "jvp", "vjp", "grad_jit"])
+def test_token_operand_of_a_users_primitive(how):
+    (jp, jseen), (fp, fseen) = _token_primitives()
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    res = []
+    for lib, np_, p in ((jax, jnp, jp), (ftrans, fnp, fp)):
+        tok = lib.lax.create_token(123)
+        f = lambda x, p=p, tok=tok: p.bind(x, tok)  # noqa: E731
+        if how == "eager":
+            r = f(np_.asarray(x))
+        elif how == "jit":
+            r = lib.jit(f)(x)
+        elif how == "jit_token_arg":
+            r = lib.jit(lambda x, t, p=p: p.bind(x, t))(x, tok)
+        elif how == "vmap":
+            r = lib.vmap(f)(x)
+        elif how == "jvp":
+            r = lib.jvp(f, (x,), (np.ones_like(x),))
+        elif how == "vjp":
+            out, vjp = lib.vjp(f, x)
+            r = (out, vjp(np.ones_like(x)))
+        else:
+            r = lib.jit(lib.grad(lambda x, f=f: f(x).sum()))(x)
+        res.append(r)
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), *res)
+    if how in ("jit", "jit_token_arg"):  # the abstract-evaluation rule saw an abstract token, as in jax
+        assert fseen and set(fseen) == {"AbstractToken"} and jseen[-1] == "AbstractToken"
+
+
+def test_token_operand_of_a_users_primitive_jax_test_5463():
+    """JAX's test_grad_of_token_consuming_primitive (jax issue 5463), with ftrans's own impl rule."""
+    p = FPrimitive("tokentest")
+    p.def_impl(lambda x, y: x)
+    p.def_abstract_eval(lambda x, y: x)
+    fad.defjvp(p, (lambda g, x, token: x), None)
+    token = ftrans.lax.create_token(123)
+    arr = fnp.ones((3, 2))
+    res, vjp_fun = ftrans.vjp(lambda x: p.bind(x, token), arr)
+    (ct,) = vjp_fun(arr)
+    assert ct.shape == (3, 2)
+
+
+def test_token_operand_of_ftrans_primitive_is_an_error():
+    with pytest.raises(TypeError, match="got a token"):
+        ftrans.lax.add_p.bind(fnp.ones(2), ftrans.lax.create_token())
+    with pytest.raises(TypeError, match="got a token"):
+        ftrans.jit(lambda x: ftrans.lax.add_p.bind(x, ftrans.lax.create_token()))(fnp.ones(2))
