@@ -22,7 +22,7 @@ from typing import Any
 
 from ftrans.core import ir as _ir
 from ftrans.core import tokens as _core_tokens
-from ftrans.core.primitive import Primitive, abstract_eval_rules, impl_rules, registry
+from ftrans.core.primitive import Primitive, abstract_eval_rules, registry
 from ftrans.core.tokens import Token, abstract_token
 from ftrans.errors import FtransTypeError
 from ftrans.lowering.lower import MissingLoweringRule, lowering_rules
