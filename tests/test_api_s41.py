@@ -108,3 +108,56 @@ def test_i0_half_precision_is_jaxs(dtype, jit):
     g = ftrans.grad(lambda x: fnp.i0(x).astype(np.float32).sum())(xs)
     gj = jax.grad(lambda x: jnp.i0(x).astype(np.float32).sum())(xs)
     np.testing.assert_allclose(np.asarray(g).astype(np.float32), np.asarray(gj).astype(np.float32), rtol=2e-2)
+
+
+def _printed(lib, np_, simplified):
+    from jax._src import config as jconfig
+
+    from ftrans.core.config import config_context
+
+    f = lambda x: (x, 1., np.zeros(3, np.float32), np.ones(1, np.float32) + x, np.float32(2) * x)  # noqa: E731
+    ctx = (jconfig.use_simplified_jaxpr_constants(simplified) if lib is jax
+           else config_context("use_simplified_jaxpr_constants")(simplified))
+    with ctx:
+        return str(lib.make_jaxpr(f)(np_.float32(0.)))
+
+
+@pytest.mark.parametrize("simplified", [False, True])
+def test_use_simplified_jaxpr_constants_printing(simplified):
+    """JAX's option prints a program's constants where they are used (api_test's test_non_scalar_const)."""
+    j, f = _printed(jax, jnp, simplified), _printed(ftrans, fnp, simplified)
+    assert f == j
+    if simplified:
+        assert f.startswith("{ lambda ; a:f32[]. let") and "[...]:f32[3]" in f and "[...]:f32[1]" in f
+    else:
+        assert f.startswith("{ lambda a:f32[1] b:f32[3]; c:f32[]. let")
+    ftrans.config.update("jax_use_simplified_jaxpr_constants", simplified)
+    try:
+        assert ftrans.config.read("use_simplified_jaxpr_constants") is simplified
+    finally:
+        ftrans.config.update("jax_use_simplified_jaxpr_constants", False)
+
+
+def test_saved_residuals_keep_a_named_constant():
+    """A checkpoint_name'd constant inside jit stays the named value (the constant folding pass keeps the
+    marker), so saved_residuals lists what JAX's does (api_test's test_saved_residuals_utility_jit)."""
+    from jax._src.ad_checkpoint import saved_residuals as jsaved
+
+    from ftrans.ad_checkpoint import checkpoint_name as fname
+    from ftrans.ad_checkpoint import saved_residuals as fsaved
+
+    def make(lib, np_, name):
+        @lib.jit
+        def f(x, y):
+            x1, x2 = x
+            z = name(np_.sin(3.), "z")
+            return z * ((x1 * x2) * y) * np.array([3.])
+        return f
+
+    from jax.ad_checkpoint import checkpoint_name as jname
+
+    j = jsaved(make(jax, jnp, jname), (2., 3.), y=4.)
+    f = fsaved(make(ftrans, fnp, fname), (2., 3.), y=4.)
+    assert [(a.shape, a.dtype, s.split(" from ")[0]) for a, s in f] == \
+        [(a.shape, a.dtype, s.split(" from ")[0]) for a, s in j]
+    assert len(f) == 6

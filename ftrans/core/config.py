@@ -207,6 +207,8 @@ class Config:
         "traceback_filtering": ("auto", (None, "off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto"),
                                 "how tracebacks leaving ftrans are filtered (ftrans.core.traceback_util)"),
         "softmax_custom_jvp": (False, None, "softmax's derivative"),
+        # Honoured by the printer (core/ir.py): programs print their constants where they are used.
+        "use_simplified_jaxpr_constants": (False, (False, True), "how constants appear in printed IR"),
         "remat3": (False, None, "JAX's choice of remat implementation (how rematted code is differentiated, not "
                    "its values)"),
         "use_shardy_partitioner": (True, None, "the sharding annotation format"),
@@ -328,7 +330,6 @@ class Config:
             ("pjrt_client_create_options", None, "the runtime client"),
             ("remove_size_one_mesh_axis_from_type", False, "sharding types"),
             ("sort_devices_by_process_index", True, "device order"),
-            ("use_simplified_jaxpr_constants", False, "how constants appear in printed IR"),
             ("exec_time_optimization_effort", 0.0, "compile options (use jit's compiler_options)"),
             ("memory_fitting_effort", 0.0, "compile options (use jit's compiler_options)"),
             ("memory_fitting_level", "O2", "compile options (use jit's compiler_options)"),
