@@ -161,3 +161,62 @@ def test_saved_residuals_keep_a_named_constant():
     assert [(a.shape, a.dtype, s.split(" from ")[0]) for a, s in f] == \
         [(a.shape, a.dtype, s.split(" from ")[0]) for a, s in j]
     assert len(f) == 6
+
+
+def _x64_cases(lib, np_, lax):
+    f64 = np.float64
+    return {
+        "array": lambda: np_.array([1, 2, 3], dtype="float64"),
+        "array_i64": lambda: np_.array(1, dtype=np.int64),
+        "asarray_np": lambda: np_.asarray(np.ones(3)),
+        "ones": lambda: np_.ones(3, dtype=f64),
+        "zeros_i64": lambda: np_.zeros(3, "int64"),
+        "full": lambda: np_.full((2, 3), 1, dtype="int64"),
+        "arange": lambda: np_.arange(3, dtype=f64),
+        "linspace": lambda: np_.linspace(0, 3, dtype=f64),
+        "astype": lambda: np_.ones(3).astype("float64"),
+        "astype_c128": lambda: np_.ones(3).astype(np.complex128),
+        "convert": lambda: lax.convert_element_type(np_.ones(3), f64),
+        "add_scalar": lambda: np_.ones(3, f64) + 1,
+        "add_f32": lambda: np_.ones(3, f64) + np_.ones(3),
+        "mul_i64_i32": lambda: np_.ones(3, np.int64) * np_.ones(3, np.int32),
+        "i64_plus_f32": lambda: np_.ones(3, np.int64) + np_.ones(3, np.float32),
+        "sin": lambda: np_.sin(np_.ones(3, f64)),
+        "sum": lambda: np_.ones(3, f64).sum(),
+        "sum_dtype": lambda: np_.sum(np_.ones(3), dtype=f64),
+        "jit": lambda: lib.jit(lambda x: x * 2)(np_.ones(3, f64)),
+        "jit_np": lambda: lib.jit(lambda x: x * 2)(np.ones(3)),
+        "jit_inner": lambda: lib.jit(lambda x: np_.ones(3, f64) + x)(1.0),
+        "grad": lambda: lib.grad(lambda x: (x * 2).sum())(np_.ones(3, f64)),
+        "dot": lambda: np_.dot(np_.ones((2, 2), f64), np_.ones((2, 2), f64)),
+        "matmul_mixed": lambda: np_.ones((2, 2), f64) @ np_.ones((2, 2)),
+        "where": lambda: np_.where(True, np_.ones(3, f64), 0.),
+        "concat": lambda: np_.concatenate([np_.ones(3, f64), np_.ones(3)]),
+        "vmap": lambda: lib.vmap(lambda x: x + 1)(np_.ones(3, f64)),
+    }
+
+
+def test_explicit_x64_dtypes_allow_keeps_64_bit_types():
+    """Under jax_explicit_x64_dtypes="allow" (x64 off) an explicitly requested 64-bit dtype is kept and
+    promotes as one, as JAX's; NumPy float64 arrays and Python scalars still become 32-bit."""
+    import warnings
+
+    from jax._src import config as jconfig
+
+    from ftrans.core.config import config_context
+
+    assert not jax.config.jax_enable_x64
+    got = {}
+    for lib, np_, ctx in ((jax, jnp, jconfig.explicit_x64_dtypes("allow")),
+                          (ftrans, fnp, config_context("explicit_x64_dtypes")("allow"))):
+        with ctx, warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got[lib] = {k: (np.asarray(f()).dtype, f().weak_type)
+                        for k, f in _x64_cases(lib, np_, lib.lax).items()}
+    assert got[ftrans] == got[jax]
+    assert got[ftrans]["ones"][0] == np.float64 and got[ftrans]["jit_np"][0] == np.float32
+    # outside the mode nothing is 64-bit (the default warns and narrows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert fnp.ones(3, np.float64).dtype == np.float32
+        assert (fnp.ones(3) + 1).dtype == np.float32

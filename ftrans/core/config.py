@@ -508,7 +508,7 @@ class Config:
     def _accept(self, name: str, value: Any) -> None:
         self._accepted_values[name] = v = self._check_accepted(name, value)
         if name in ("softmax_custom_jvp", "threefry_partitionable", "enable_custom_prng",
-                    "array_garbage_collection_guard"):  # read while tracing (nn.softmax)
+                    "array_garbage_collection_guard", "explicit_x64_dtypes"):  # read while tracing (nn.softmax)
             # or by the garbage-collection guard of core/array.py
             for fn in self._listeners:
                 fn(name, v)
