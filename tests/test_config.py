@@ -214,7 +214,9 @@ def test_explicit_64_bit_dtypes_without_x64_warn_like_jax():
         ftrans.config.update("jax_explicit_x64_dtypes", jax.config.values["jax_explicit_x64_dtypes"].__class__.ALLOW)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            assert jnp.zeros(3, np.float64).dtype == np.float32
+            assert jnp.zeros(3, np.float64).dtype == np.float64  # "allow" keeps it, as JAX's
+            assert (jnp.zeros(3, np.float64) + 1).dtype == np.float64
+            assert jnp.zeros(3).dtype == jnp.asarray(np.zeros(3)).dtype == np.float32
     finally:
         ftrans.config.update("jax_explicit_x64_dtypes", "warn")
     with x64(True), warnings.catch_warnings():

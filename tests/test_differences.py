@@ -857,6 +857,21 @@ def test_token_is_a_pytree_without_leaves():
     assert not jp.jaxpr.eqns
 
 
+def test_token_operand_of_a_users_primitive_is_not_in_the_program():
+    from jax.extend.core import Primitive as JPrimitive
+
+    from ftrans.extend.core import Primitive as FPrimitive
+
+    jp, fp = JPrimitive("tokentest"), FPrimitive("tokentest")
+    for p in (jp, fp):
+        p.def_abstract_eval(lambda x, t: x)
+    x = np.ones(3, np.float32)
+    jj = jax.make_jaxpr(lambda x, t: jp.bind(x, t))(x, jlax.create_token())
+    fj = ftrans.make_jaxpr(lambda x, t: fp.bind(x, t))(x, flax.create_token())
+    assert len(jj.jaxpr.eqns[0].invars) == 2
+    assert len(fj.jaxpr.eqns[0].invars) == 1 and fj.jaxpr.eqns[0].primitive.name == "tokentest"
+
+
 @pytest.mark.jax_default_precision
 def test_default_matmul_precision_change_drops_every_trace():
     """Changing default_matmul_precision with ``config.update`` clears ftrans's jit caches, so returning to an
@@ -1106,3 +1121,26 @@ def test_names_jax_011_removed_stay():
     assert jcore.primitives.call_p.name in ("call", "eval_jaxpr")
     assert ftrans.core.is_constant_dim(3) and ftrans.core.is_constant_shape((1, 2))
     assert flax.dce_sink_p.name == "dce_sink"
+
+
+def test_convert_element_type_to_64_bit_without_x64_is_quiet():
+    import warnings
+
+    x = np.ones(3, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert flax.convert_element_type(fnp.asarray(x), np.float64).dtype == np.float32
+        with pytest.raises(UserWarning, match="Explicitly requested dtype"):
+            jlax.convert_element_type(jnp.asarray(x), np.float64)
+
+
+def test_simplified_jaxpr_constants_only_change_the_printing():
+    from jax._src import config as jconfig
+
+    from ftrans.core.config import config_context
+
+    f = lambda x: x + np.arange(3, dtype=np.float32)  # noqa: E731
+    with jconfig.use_simplified_jaxpr_constants(True), config_context("use_simplified_jaxpr_constants")(True):
+        jj, fj = jax.make_jaxpr(f)(1.0), ftrans.make_jaxpr(f)(1.0)
+        assert "[...]:f32[3]" in str(fj) and "[...]:f32[3]" in str(jj)
+    assert not jj.jaxpr.constvars and len(fj.jaxpr.constvars) == 1

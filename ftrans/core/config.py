@@ -235,6 +235,8 @@ class Config:
         "traceback_filtering": ("auto", (None, "off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto"),
                                 "how tracebacks leaving ftrans are filtered (ftrans.core.traceback_util)"),
         "softmax_custom_jvp": (False, None, "softmax's derivative"),
+        # Honoured by the printer (core/ir.py): programs print their constants where they are used.
+        "use_simplified_jaxpr_constants": (False, (False, True), "how constants appear in printed IR"),
         "remat3": (False, None, "JAX's choice of remat implementation (how rematted code is differentiated, not "
                    "its values)"),
         "use_shardy_partitioner": (True, None, "the sharding annotation format"),
@@ -353,7 +355,6 @@ class Config:
             ("mock_num_gpu_processes", 0, "a mock GPU topology"),
             ("pjrt_client_create_options", None, "the runtime client"),
             ("sort_devices_by_process_index", True, "device order"),
-            ("use_simplified_jaxpr_constants", False, "how constants appear in printed IR"),
             ("exec_time_optimization_effort", 0.0, "compile options (use jit's compiler_options)"),
             ("memory_fitting_effort", 0.0, "compile options (use jit's compiler_options)"),
             ("memory_fitting_level", "O2", "compile options (use jit's compiler_options)"),
@@ -541,7 +542,7 @@ class Config:
     def _accept(self, name: str, value: Any) -> None:
         self._accepted_values[name] = v = self._check_accepted(name, value)
         if name in ("softmax_custom_jvp", "threefry_partitionable", "enable_custom_prng",
-                    "array_garbage_collection_guard"):  # read while tracing (nn.softmax)
+                    "array_garbage_collection_guard", "explicit_x64_dtypes"):  # read while tracing (nn.softmax)
             # or by the garbage-collection guard of core/array.py
             for fn in self._listeners:
                 fn(name, v)

@@ -134,25 +134,46 @@ _NARROW = {int64: int32, uint64: uint32, float64: float32, complex128: complex64
 _X64_MODES = {1: "warn", 2: "error", 3: "allow", "warn": "warn", "error": "error", "allow": "allow"}
 
 
-def check_requested(dtype: Any, where: str) -> None:
-    """A dtype the user asked for by name (``jnp.zeros(3, jnp.float64)``, ``x.astype("int64")``): without
-    x64 a 64-bit one is narrowed to its 32-bit type, and JAX says so (``jax_explicit_x64_dtypes``: a
-    warning by default, an error, or nothing).  Python's types (``float``) are the default types, never
-    reported."""
-    if dtype is None or dtype is int or dtype is float or dtype is complex or dtype is bool:
-        return
-    if _config.config.enable_x64:
-        return
+def requested(dtype: Any, where: str) -> np.dtype:
+    """The dtype a user's explicit ``dtype=`` gives (``check_requested``, then ``to_dtype``): under
+    ``jax_explicit_x64_dtypes="allow"`` a requested 64-bit dtype is kept without x64, as JAX keeps it."""
+    if check_requested(dtype, where):
+        return np.dtype(dtype)
+    return to_dtype(dtype)
+
+
+def kept_wide(dtype: Any) -> np.dtype | None:
+    """``dtype`` when it is a 64-bit type kept without x64 (``jax_explicit_x64_dtypes="allow"``), else None."""
+    if not _allow_wide or dtype is None or dtype is int or dtype is float or dtype is complex or x64_enabled():
+        return None
     try:
         d = np.dtype(dtype)
     except TypeError:
-        return
+        return None
+    if d in _NARROW and _X64_MODES.get(_config.config.read("explicit_x64_dtypes"), "warn") == "allow":
+        return d
+    return None
+
+
+def check_requested(dtype: Any, where: str) -> bool:
+    """A dtype the user asked for by name (``jnp.zeros(3, jnp.float64)``, ``x.astype("int64")``): without
+    x64 a 64-bit one is narrowed to its 32-bit type, and JAX says so (``jax_explicit_x64_dtypes``: a
+    warning by default, an error, or nothing).  Python's types (``float``) are the default types, never
+    reported.  True when the 64-bit dtype is to be kept (``"allow"`` without x64; see ``requested``)."""
+    if dtype is None or dtype is int or dtype is float or dtype is complex or dtype is bool:
+        return False
+    if _config.config.enable_x64:
+        return False
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        return False
     narrow = _NARROW.get(d)
     if narrow is None:
-        return
+        return False
     mode = _X64_MODES.get(_config.config.read("explicit_x64_dtypes"), "warn")
     if mode == "allow":
-        return
+        return True
     name = where.removeprefix("jnp.")
     # The message opens as JAX's does: users' and JAX's own warning filters match that prefix.
     msg = (f"Explicitly requested dtype {d.name} is not available without 64-bit mode ({name} was asked for "
@@ -168,6 +189,7 @@ def check_requested(dtype: Any, where: str) -> None:
     import warnings
 
     warnings.warn(msg, UserWarning, stacklevel=user_stacklevel())
+    return False
 
 
 def is_float0(d: np.dtype) -> bool:
@@ -297,9 +319,16 @@ def _join_this_thread(nodes: tuple) -> Any:
     return (_join_strict if _config.config.numpy_dtype_promotion == "strict" else _join_standard)(nodes)
 
 
+# Whether ``explicit_x64_dtypes="allow"`` holds in some thread: only then can a 64-bit array exist without x64,
+# and promotion look for one (``promote``).
+_allow_wide = False
+
+
 def _on_config(name: str, value: Any = None) -> None:
-    global _join
-    if name == "numpy_dtype_promotion":
+    global _join, _allow_wide
+    if name == "explicit_x64_dtypes":
+        _allow_wide = any(_X64_MODES.get(v) == "allow" for v in _config.config.values_anywhere(name))
+    elif name == "numpy_dtype_promotion":
         modes = set(_config.config.values_anywhere("numpy_dtype_promotion"))
         _join = _join_this_thread if len(modes) > 1 else _join_strict if modes == {"strict"} else _join_standard
 
@@ -324,9 +353,20 @@ def promote(pairs: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
         j = _join(tuple(_node(d, w) for d, w in pairs))
     except KeyError:  # a key dtype (a key-typed value of a staged program): it joins only with itself
         return _promote_keys(pairs)
+    if _allow_wide and not x64_enabled() and any(p[0] in _NARROW for p in pairs):
+        return _promote_wide(pairs)
     if isinstance(j, str):
         return canonicalize(_WEAK_DEFAULT[j]()), True
     return canonicalize(j), False
+
+
+def _promote_wide(pairs: tuple) -> tuple[np.dtype, bool]:
+    """``promote`` with 64-bit operands and no x64 (``explicit_x64_dtypes="allow"`` made them): JAX's join of
+    the types as they are, so a 64-bit operand keeps a 64-bit result; Python scalars stay the 32-bit defaults."""
+    j = _join(tuple(d if not w else _node(d, w) for d, w in pairs))
+    if isinstance(j, str):
+        return canonicalize(_WEAK_DEFAULT[j]()), True
+    return j, False
 
 
 _WEAK_WIDE = {_WEAK_INT: int64, _WEAK_FLOAT: float64, _WEAK_COMPLEX: complex128}

@@ -347,7 +347,7 @@ class Jaxpr:
     def pretty_print(self, *, source_info: bool = False, print_shapes: bool = True, custom_pp_eqn_rules: bool = True,
                      name_stack: bool = False, print_effects: bool = False, width: int = 80,
                      use_color: bool | None = None, output_format: Any = None, annotation_prefix: str = " # ",
-                     separable_lines: bool = False) -> str:
+                     separable_lines: bool = False, _const_values: list | None = None) -> str:
         """The program as text, as JAX's printer writes it.  ``source_info`` notes each equation's user
         line (``# file:line:column (function)``), ``name_stack`` the ``named_scope``/``named_call`` names it
         was made inside (``# [outer/inner]``), both after the text; ``print_shapes=False`` leaves out the
@@ -355,10 +355,14 @@ class Jaxpr:
         name, every parameter); ``print_effects`` ends each jaxpr with its effects (``: { Debug }``);
         ``width`` is the line length; ``output_format="html"`` (or JAX's ``OutputFormat.HTML``) gives
         HTML, each variable linked to where it is bound.  ``use_color`` and ``separable_lines`` are
-        accepted as in JAX; ftrans's text is never coloured."""
-        return _Printer(source_info, name_stack, print_shapes=print_shapes, custom_rules=custom_pp_eqn_rules,
-                        print_effects=print_effects, html=_is_html(output_format)).render(self, width,
-                                                                                          annotation_prefix)
+        accepted as in JAX; ftrans's text is never coloured.  With ``jax_use_simplified_jaxpr_constants``
+        on, the constants print where they are used (``[...]:f32[3]``, a scalar as its value), as JAX's
+        literal constants do, and not among the program's binders."""
+        printer = _Printer(source_info, name_stack, print_shapes=print_shapes, custom_rules=custom_pp_eqn_rules,
+                           print_effects=print_effects, html=_is_html(output_format))
+        if self.constvars and _simplified_constants():
+            printer.inline_consts(self.constvars, _const_values)
+        return printer.render(self, width, annotation_prefix)
 
     def __str__(self) -> str:
         return self.pretty_print()
@@ -411,10 +415,10 @@ class ClosedJaxpr:
 
     def pretty_print(self, **kwargs: Any) -> str:
         """The program as text (``Jaxpr.pretty_print``'s options)."""
-        return self.jaxpr.pretty_print(**kwargs)
+        return self.jaxpr.pretty_print(_const_values=self.consts, **kwargs)
 
     def __str__(self) -> str:
-        return str(self.jaxpr)
+        return self.jaxpr.pretty_print(_const_values=self.consts)
 
     __repr__ = __str__
 
@@ -788,6 +792,13 @@ def _is_html(output_format: Any) -> bool:
     return name == "html"
 
 
+def _simplified_constants() -> bool:
+    """Whether ``jax_use_simplified_jaxpr_constants`` is on (programs print their constants inline)."""
+    from ftrans.core.config import config
+
+    return bool(config.read("use_simplified_jaxpr_constants"))
+
+
 class _Printer:
     def __init__(self, source_info: bool = False, name_stack: bool = False, *, print_shapes: bool = True,
                  custom_rules: bool = True, print_effects: bool = False, html: bool = False):
@@ -801,6 +812,20 @@ class _Printer:
         self.html = html
         self.shared: dict[int, str] = {}  # id(jaxpr) -> its name, for bodies printed once (_shared)
         self._alive: list = []  # variables named by id that the printed program does not hold
+        self._inline: dict[int, str] | None = None  # constvars printed where used (inline_consts)
+
+    def inline_consts(self, constvars: list, values: list | None) -> None:
+        """Print ``constvars`` where they are used, as JAX prints its constants with
+        ``jax_use_simplified_jaxpr_constants`` on: ``[...]:f32[3]``, a scalar as its value."""
+        self._inline = {}
+        for i, v in enumerate(constvars):
+            text = f"[...]:{v.aval.str_short()}"
+            if not v.aval.shape and values is not None:
+                try:
+                    text = Literal(np.asarray(values[i], v.aval.dtype)[()], v.aval).str_short()
+                except Exception:  # noqa: BLE001 - a value that cannot print as a literal prints as [...]
+                    pass
+            self._inline[id(v)] = text
 
     # JAX's JaxprPpContext
 
@@ -844,6 +869,8 @@ class _Printer:
         if n is None:
             if isinstance(a, Literal):
                 return a.str_short()
+            if self._inline is not None and id(a) in self._inline:
+                return self._inline[id(a)]
             n = self.name(a)
         if type(a) is DropVar:
             return "_"
@@ -958,7 +985,9 @@ class _Printer:
             name = self.shared.get(id(jaxpr))
             if name is not None:
                 return _Tok(name, f'<a href="#g_{name}">{_esc_html(name)}</a>') if self.html else name
-        consts = self._words([self.binder(v) for v in jaxpr.constvars])
+        inline = self._inline
+        consts = self._words([self.binder(v) for v in jaxpr.constvars
+                              if inline is None or id(v) not in inline])
         ins = self._words([self.binder(v) for v in jaxpr.invars])
         eqns = _join(_Brk("; "), [self.eqn_doc(e) for e in jaxpr.eqns])
         outs = self._words([self.atom(a) for a in jaxpr.outvars], ",")

@@ -35,6 +35,7 @@ from ftrans.core.config import config as _config
 from ftrans.core.ir import EMPTY_NAME_STACK, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
 from ftrans.core.keys import PRNGKeyArray, is_extended_dtype, is_key_dtype
 from ftrans.core.primitive import Primitive, _all_weak, abstract_eval_rules
+from ftrans.core.tokens import Token, bind_with_tokens
 from ftrans.errors import UnexpectedTracerError
 
 
@@ -73,6 +74,8 @@ class Trace:
         if not isinstance(val, Tracer):
             if type(val) is PRNGKeyArray:  # a key array bound directly (a user's primitive): ``bind`` unwraps it
                 raise _KeyArrayOperand
+            if type(val) is Token:  # a token operand of a user's primitive (core/tokens.py)
+                raise _TokenOperand
             return self.pure(val)
         main = val._trace.main
         if main is self.main:
@@ -366,11 +369,23 @@ def bind(prim: Primitive, args: tuple, params: dict) -> Any:
         vals = [raise_(a) for a in args]
     except _KeyArrayOperand:
         return _bind_key_arrays(prim, args, params)
-    return trace.process_primitive(prim, vals, params)
+    except _TokenOperand:  # (bound outside the handler: errors of the user's rules chain to nothing of ours)
+        pass
+    else:
+        return trace.process_primitive(prim, vals, params)
+    return bind_with_tokens(prim, args, params)
 
 
 class _KeyArrayOperand(Exception):
     """A ``PRNGKeyArray`` reached a traced bind as an operand (``full_raise`` raises it)."""
+
+
+class _TokenOperand(errors.FtransTypeError):
+    """A ``Token`` reached a bind as an operand (``full_raise`` and ``_concrete_operand`` raise it); the bind
+    goes to ``core.tokens.bind_with_tokens``."""
+
+    def __init__(self) -> None:
+        super().__init__("a token (lax.create_token()) cannot be used as an array here")
 
 
 def _bind_key_arrays(prim: Primitive, args: tuple, params: dict) -> Any:
@@ -467,8 +482,13 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
             from ftrans.core.prims.random import eager_with_keys
 
             return eager_with_keys(prim, args, params)
-        vals = [v for v, _ in pairs]
-        weaks = tuple(w for _, w in pairs)
+        except _TokenOperand:
+            vals = None
+        else:
+            vals = [v for v, _ in pairs]
+            weaks = tuple(w for _, w in pairs)
+    if vals is None:  # a token operand of a user's primitive (bound outside the handlers, as ``bind`` does)
+        return bind_with_tokens(prim, args, params)
     if impl is None:
         raise NotImplementedError(f"Evaluation rule for '{prim.name}' not implemented "
                                   f"(primitive {prim.name} has no eager (NumPy) rule)")
@@ -550,6 +570,8 @@ def _concrete_operand(a: Any) -> tuple[Any, bool]:
         return np.asarray(a, d), dtypes.is_weak_scalar(a)
     if type(a) is PRNGKeyArray:
         raise _KeyOperand
+    if type(a) is Token:
+        raise _TokenOperand
     f = from_foreign(a)  # a jax.Array, or anything with __array__ / __dlpack__ / __jax_array__
     if isinstance(f, Array):
         return f._value, f.weak_type
@@ -1483,7 +1505,11 @@ def _primitive_bind(self: Primitive, *args: Any, **params: Any) -> Any:
         vals = [raise_(a) for a in args]
     except _KeyArrayOperand:
         return _bind_key_arrays(self, args, params)
-    return trace.process_primitive(self, vals, params)
+    except _TokenOperand:  # (bound outside the handler: errors of the user's rules chain to nothing of ours)
+        pass
+    else:
+        return trace.process_primitive(self, vals, params)
+    return bind_with_tokens(self, args, params)
 
 
 _primitive_module.Primitive.bind = _primitive_bind

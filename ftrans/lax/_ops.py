@@ -428,7 +428,7 @@ def convert_element_type(operand: Any, new_dtype: Any) -> Any:
     """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result."""
     if is_user_edtype(new_dtype) or is_user_edtype(getattr(operand, "dtype", None)):
         return _convert_edtype(operand, new_dtype)
-    d = dtypes.to_dtype(new_dtype)
+    d = dtypes.kept_wide(new_dtype) or dtypes.to_dtype(new_dtype)
     if type(operand) is int and d.kind in "iu":
         # JAX converts a Python int straight to the target with NumPy (wrapping), so 2**32 -> int32 is 0
         # rather than the default-int overflow error other operands raise.
@@ -906,7 +906,8 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
         return with_out_sharding("dot_general", out_sharding, lambda: dot_general(
             lhs, rhs, dimension_numbers, precision, preferred_element_type), (lhs, rhs), shape)
     a, b = _operands("dot_general", (lhs, rhs))  # mixed dtypes are taken as they are, as JAX's
-    pref = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
+    pref = None if preferred_element_type is None else (dtypes.kept_wide(preferred_element_type)
+                                                         or dtypes.to_dtype(preferred_element_type))
     dn = _dimension_numbers("dot_general", dimension_numbers)
     return _bind(R.dot_general_p, a, b, dimension_numbers=dn, precision=canonicalize_precision("dot_general", precision),
                  preferred_element_type=pref)

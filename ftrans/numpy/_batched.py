@@ -39,7 +39,7 @@ def dot_general(x: Any, y: Any, dnums: Any, preferred_element_type: Any = None, 
     """
     if preferred_element_type is None:
         return R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=precision, preferred_element_type=None)
-    pet = dtypes.to_dtype(preferred_element_type)
+    pet = dtypes.kept_wide(preferred_element_type) or dtypes.to_dtype(preferred_element_type)
     d = R.dot_result_dtype(dtype_weak(x)[0], dtype_weak(y)[0])  # mixed operands: the one XLA ranks higher
     if d is not None and (pet == d or (d != dtypes.bool_ and _kind(pet) == _kind(d) and (dtypes.is_float(d) or pet.itemsize >= d.itemsize))):
         out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=precision, preferred_element_type=pet)

@@ -50,8 +50,7 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
         return E.copy_p.bind(out) if copy else out
     check_arraylike("astype", x)
     arr = as_operand(x)
-    dtypes.check_requested(dtype, "astype")
-    target = dtypes.default_float() if dtype is None else dtypes.to_dtype(dtype)
+    target = dtypes.default_float() if dtype is None else dtypes.requested(dtype, "astype")
     src, weak = dtype_weak(arr)
     if src.kind == "c" and target.kind != "c":
         if target == dtypes.bool_:

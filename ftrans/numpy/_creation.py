@@ -56,9 +56,8 @@ def _dtype_arg(name: str, dtype: Any) -> np.dtype | None:
     """A user's ``dtype=`` (Python type, string, NumPy dtype) as a canonical dtype."""
     if dtype is None:
         return None
-    dtypes.check_requested(dtype, name)
     try:
-        return dtypes.to_dtype(dtype)
+        return dtypes.requested(dtype, name)
     except TypeError as e:
         raise FtransTypeError(f"{name}: invalid dtype {dtype!r}: {e}") from None
 

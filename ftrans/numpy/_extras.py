@@ -708,6 +708,8 @@ def _i0e_of_abs(ax: Any) -> Any:
 @custom_jvp
 def _i0(x: Any) -> Any:
     ax = jnp.abs(x)
+    if ax.dtype.itemsize < 4:  # float16/bfloat16: exp(-|x|) I0 evaluated in float32 and rounded, as JAX does
+        return jnp.multiply(jnp.exp(ax), lax.bessel_i0e(ax))
     return jnp.multiply(jnp.exp(ax), _i0e_of_abs(ax))
 
 

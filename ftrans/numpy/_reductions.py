@@ -23,7 +23,6 @@ from ftrans.core.operands import (
     canonicalize_axes,
     canonicalize_axis,
     check_arraylike,
-    check_dtype_arg,
     concrete_or_error,
     dtype_weak,
     shape_of,
@@ -135,8 +134,7 @@ def _to_inexact(d: np.dtype) -> np.dtype:
 
 
 def _user_dtype(dtype: Any, name: str) -> np.dtype | None:
-    dtypes.check_requested(dtype, name)
-    return check_dtype_arg(dtype)
+    return None if dtype is None else dtypes.requested(dtype, name)
 
 
 def _is_nan(x: Any) -> Any:

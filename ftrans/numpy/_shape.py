@@ -103,9 +103,8 @@ def _promote(name: str, arrays: list) -> list:
 def _dtype_arg(name: str, dtype: Any) -> np.dtype | None:
     if dtype is None:
         return None
-    dtypes.check_requested(dtype, name)
     try:
-        return dtypes.to_dtype(dtype)
+        return dtypes.requested(dtype, name)
     except TypeError as e:
         raise FtransTypeError(f"{name}: invalid dtype {dtype!r}: {e}") from None
 

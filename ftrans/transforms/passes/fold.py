@@ -33,6 +33,10 @@ _GENERATORS = {S.broadcast_in_dim_p, S.iota_p}
 # constant constrained to a mesh must come out of the program laid out so).
 _LAYOUT = frozenset({"sharding_constraint", "device_put"})
 
+# ``checkpoint_name``'s marker: kept (its operand may fold) so the value stays the named one a remat policy and
+# ``saved_residuals`` see, as JAX's program has it (values that read it still fold).
+_MARKERS = frozenset({"name"})
+
 # Primitives that join their operands' layouts: an operand folded into a captured constant would be a replicated
 # program argument and pull the whole group to replicated, so what computes one stays an equation (as JAX's).
 _GROUPING = frozenset({"shard_alike"})
@@ -79,6 +83,7 @@ class ConstantFolding(Pass):
             vals = [value(a) for a in invars]
             prim = eqn.primitive
             if (any(v is None for v in vals) or prim.impl is None or prim.name in IMPURE or prim.name in _LAYOUT
+                    or prim.name in _MARKERS
                     or has_bodies(eqn) or (grouped and any(id(v) in grouped for v in eqn.outvars))
                     or any(is_key_dtype(v.aval.dtype) for v in eqn.outvars)  # keys stay typed (not folded)
                     or any(is_poly_shape(v.aval.shape) or np.prod(v.aval.shape, dtype=np.int64) > MAX_ELEMENTS
