@@ -788,3 +788,31 @@ def test_background_write_to_an_unwritable_directory_warns_and_never_raises(tmp_
     finally:
         ftrans.config.update("compilation_cache_dir", old)
         X._xla_cache.clear()
+
+
+def test_clear_cache_frees_programs_still_queued_for_the_disk(cache, monkeypatch):
+    """A queued background write holds its executable until written; ``clear_cache`` finishes the queue, so
+    the programs it drops are freed at once (JAX's ``test_jit_cache_clear`` counts live executables), and the
+    entry is still written."""
+    import gc
+
+    monkeypatch.setattr(disk_cache, "background_writes", True)
+    monkeypatch.setattr(disk_cache, "write_delay_s", 60.0)  # the write would otherwise wait a minute
+
+    @ftrans.jit
+    def f(x, y):
+        return x * 3.0 + y
+
+    client = ftrans.devices()[0].client
+    gc.collect()
+    before = len(client.live_executables())
+    f(np.float32(1.0), np.float32(2.0)).block_until_ready()
+    gc.collect()
+    assert len(client.live_executables()) == before + 1
+    assert disk_cache._pending == 1
+    X._xla_cache.clear()
+    f.clear_cache()
+    gc.collect()
+    assert disk_cache._pending == 0
+    assert len(client.live_executables()) <= before
+    assert len(_files(cache)) == 1

@@ -317,6 +317,7 @@ def _write_jobs() -> None:
         except Exception as e:  # ``_store_at`` logs its own failures; this is a last guard for the thread
             log.warning("ftrans compilation cache: background write failed (%s: %s)", type(e).__name__, e)
         finally:
+            del job, executable, client  # a freed program must not stay alive here until the next job
             with _jobs_cv:
                 _pending -= 1
                 _pending_paths[path] -= 1

@@ -173,6 +173,17 @@ def clear_caches() -> None:
     device_eager.clear()
     for clear in _CACHE_CLEARERS:
         clear()
+    _release_queued_writes()
+
+
+def _release_queued_writes() -> None:
+    """Finish the on-disk cache's queued writes now: each holds its executable until written (up to
+    ``disk_cache.write_delay_s`` later), so programs a user has just dropped would otherwise outlive the call
+    that cleared them (JAX's ``test_jit_cache_clear`` counts the client's live executables)."""
+    from ftrans.lowering import disk_cache
+
+    if disk_cache._pending:
+        disk_cache.flush()
 
 
 # Caches kept by layers above this one (the traces of control-flow bodies) register how to empty them here,
@@ -2001,6 +2012,7 @@ class JitWrapped:
             self._spmd_cache.clear()
             self._store.traced.clear()
             _key_reuse_sigs.pop(self, None)
+        _release_queued_writes()
 
     _clear_cache = clear_cache
 
