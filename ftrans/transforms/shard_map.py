@@ -31,6 +31,7 @@ from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.collectives import preduced_p, vary_unreduced_cast_p
+from ftrans.core.prims.shard_map import checked_body_typing as _checked_body_typing
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p, with_ur_names
 from ftrans.core.sharding import (
     AbstractMesh,
@@ -549,6 +550,14 @@ def _body_mesh(mesh: Mesh, manual: Any = frozenset(), check_vma: bool = True) ->
         _BODY.manual.pop()
 
 
+def _restaged_body(mesh: Mesh, manual: Any) -> Any:
+    return _body_mesh(mesh, manual or frozenset(), True)
+
+
+if not _checked_body_typing:
+    _checked_body_typing.append(_restaged_body)
+
+
 def _auto_typed_blocks(mesh: Mesh, manual: frozenset, leaves: list, blocks: list) -> list:
     """The blocks of a partially manual body (``axis_names`` a subset of the mesh's axes), typed as JAX's:
     over the body's mesh (its manual axes of type Manual), each keeps the entries of its argument's sharding
@@ -710,8 +719,10 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
         return tracers
     if not _NO_INSERT:
         from ftrans.core.prims import collectives as C
+        from ftrans.core.prims.calls import custom_lin_p
 
         _NO_INSERT.update(C.ALL)
+        _NO_INSERT.add(custom_lin_p)  # (its operands keep their types: the residuals and the input tangents)
     if prim in _NO_INSERT or _params_have_jaxprs(params):
         return tracers
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
@@ -890,7 +901,7 @@ def _vma_jaxpr(jaxpr: Any, in_sets: list, axes: frozenset) -> list:
 
 def _vma_eqn(prim: Any, params: dict, ins: list, n_out: int, axes: frozenset, eqn: Any = None) -> list:
     """The mesh axes (of ``axes``) each result of one equation may vary along, given its operands'."""
-    from ftrans.core.prims.calls import CallPrimitive
+    from ftrans.core.prims.calls import CallPrimitive, custom_lin_p
     from ftrans.core.prims.control_flow import cond_p, scan_p, while_p
 
     if not _VMA_RULES:
@@ -911,6 +922,8 @@ def _vma_eqn(prim: Any, params: dict, ins: list, n_out: int, axes: frozenset, eq
         k, c = params["num_consts"], params["num_carry"]
         carry, ys = _vma_fixpoint(params["jaxpr"], ins[:k], ins[k:k + c], ins[k + c:], axes)
         return carry + ys
+    if prim is custom_lin_p:  # the output tangents of a custom_vjp call: its outputs' types (JAX's)
+        return [getattr(a, "vma", _EMPTY) & axes for a in params["out_avals"]]
     if prim is shard_map_p and params.get("newly_manual_axes"):  # nested in a partially manual body
         new = frozenset(params["newly_manual_axes"])
         if params.get("check_vma"):  # its results vary along the enclosing axes its body's results do
