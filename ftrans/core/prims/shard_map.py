@@ -238,7 +238,7 @@ class _Env:
 def _body_env(params: dict, axes: Any = None) -> Any:
     """The axis environment of the body: every mesh axis bound, or only ``axes`` (the manual ones, when the
     body is first traced: the mesh axes left automatic are not names the body may use)."""
-    return _Env(params["mesh"], axes, bool(params.get("check_vma")), params.get("newly_manual_axes"))
+    return _Env(params["mesh"], axes, bool(params.get("check_vma")), params.get("newly_manual_axes") or axes)
 
 
 def _func_name(params: dict) -> str:
