@@ -466,6 +466,9 @@ class _ShardMapped:
         if self._check_vma:
             _check_out_vma(fname, mesh, manual or set(mesh.axis_names), closed, [ns for _, ns in avals],
                            out_specs, out_names, out_vma, not any(map(_unreduced_in, leaves)))
+        if not (set(auto) & set(mesh.explicit_axes)):  # (the body's mesh is all Manual or Auto, as JAX's check)
+            for c in closed.consts:
+                check_closed_over(c)
         body, consts = hoist_consts(closed)
         in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
@@ -507,6 +510,24 @@ class _ShardMapped:
                 _check_not_enclosing(fname, "out_specs", s, names, enclosing)
                 res.append(_gather(o, names, bool(self._check_vma)))
         return tree_util.tree_unflatten(out_tree, res)
+
+
+def check_closed_over(x: Any) -> None:
+    """JAX's refusal of a value a ``shard_map`` body closes over (rather than takes as an argument) that is
+    sharded over a mesh with Explicit axes: the body's mesh types its values over Manual axes only."""
+    if isinstance(x, Tracer):
+        sh = aval_of(x).typed_sharding
+    else:
+        from ftrans.core.array import Array
+
+        sh = x.sharding if isinstance(x, Array) else None
+    m = getattr(sh, "mesh", None)
+    if m is not None and getattr(m, "explicit_axes", None):
+        a = aval_of(x)
+        raise NotImplementedError(
+            "Closing over inputs to shard_map where the input is sharded on `Explicit` axes is not implemented. "
+            "As a workaround, please pass those inputs as an argument to shard_map. Got input with shape "
+            f"{a.str_short()}({{Explicit: {tuple(m.explicit_axes)}}})")
 
 
 def _eager_body_values(leaves: list) -> bool:
