@@ -1161,6 +1161,11 @@ def _concrete_mesh(fname: str, abstract: AbstractMesh, leaves: list) -> Mesh:
     cur = get_mesh()
     if cur is not None and (cur.axis_names, cur.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
         return cur
+    from ftrans.core.sharding import args_meshes
+
+    arg = (args_meshes() or [None])[-1]  # under a jit: its arguments' mesh, as JAX takes the devices from them
+    if isinstance(arg, Mesh) and (arg.axis_names, arg.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
+        return arg
     if _trace.is_eager() and not any(isinstance(x, Tracer) for x in leaves):
         raise FtransValueError(
             f"shard_map({fname}) over {abstract!r}, which has no devices: Please pass `jax.Array`s with a "
