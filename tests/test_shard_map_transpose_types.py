@@ -206,3 +206,39 @@ def test_check_vma_false_reduced_to_varying_cast_has_no_psum_on_bwd():
             return "psum" in text, str(g.sharding.spec)
 
     assert run("ftrans") == run("jax") == (False, "P(None, unreduced={'x'})")
+
+
+# ---------------------------------------------------------------- differences (docs/differences.md)
+def test_difference_closing_over_a_replicated_jit_argument_runs():
+    """docs/differences.md, "Sharding": a jit argument replicated over Explicit axes has no sharding type in
+    ftrans, so a shard_map body closing over it runs where JAX raises."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        with lib.set_mesh(_mesh(lib, 2, "x", explicit=True)):
+            w = jnp.ones((2, 4), dtype=np.float32)
+            x = lib.device_put(jnp.ones((4, 4), dtype=np.float32), P("x"))
+            f = lib.jit(lambda w, x: lib.shard_map(lambda xi: jnp.sum(w * xi, axis=-1), in_specs=P("x"),
+                                                   out_specs=P("x"))(x))
+            return np.asarray(f(w, x))
+
+    with pytest.raises(NotImplementedError, match="Closing over inputs to shard_map"):
+        run("jax")
+    np.testing.assert_allclose(run("ftrans"), np.full(4, 4.0))
+
+
+def test_difference_identity_in_a_jitted_body_is_simplified():
+    """docs/differences.md, "IR": JAX's test_transpose_identity counts the equations of a jitted ``1. * x``
+    in a shard_map body's transpose: one in JAX's, none in ftrans's (its jit bodies go through its passes)."""
+
+    def run(name):
+        lib, _ = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        g = lib.shard_map(lambda x: lib.jit(lambda x: 1.0 * x)(x), mesh=_mesh(lib, 4, "x"), in_specs=P(),
+                          out_specs=P())
+        e, = lib.make_jaxpr(lib.vjp(g, 1.0)[1])(1.0).jaxpr.eqns
+        e1, = e.params["jaxpr"].eqns
+        return len(e1.params["jaxpr"].eqns)
+
+    assert (run("jax"), run("ftrans")) == (1, 0)
