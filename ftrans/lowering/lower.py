@@ -35,6 +35,7 @@ from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, NameStack, subjaxprs
 from ftrans.core.keys import KeyDtype, is_user_edtype, physical_element
 from ftrans.core.primitive import Primitive, rule_table
+from ftrans.core.prims.shard_map import shard_map_p
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.errors import FtransError, FtransNotImplementedError, InconclusiveDimensionOperation
 from ftrans.lowering import compat
@@ -428,7 +429,9 @@ class ModuleLowering:
             if len(outs) != len(eqn.outvars):
                 raise LoweringError(f"lowering rule of {eqn.primitive.name} returned {len(outs)} results, "
                                     f"expected {len(eqn.outvars)}")
-            if self.meshes and eqn.primitive is not sharding_constraint_p:
+            # (a shard_map's results are laid out by its manual computation's out_shardings and its body, as
+            # JAX's: no constraint after it)
+            if self.meshes and eqn.primitive is not sharding_constraint_p and eqn.primitive is not shard_map_p:
                 outs = [self._typed(fn, o, v.aval) for v, o in zip(eqn.outvars, outs)]
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o

@@ -852,6 +852,23 @@ def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, i
                     f"{got.str_short()} corresponding to an input of type {want.str_short()} "
                     f"({where.removeprefix('Custom VJP ')})"
                 )
+            gv, wv = getattr(got, "vma", frozenset()), getattr(want, "vma", frozenset())
+            if gv != wv:
+                # in a check_vma shard_map body, JAX's type check of the cotangent: its manual axis types
+                fix = []
+                if wv - gv:
+                    fix.append(f"it does not vary along {_axes(wv - gv)} as the input does (cast it with "
+                               f"`jax.lax.pcast(..., {_axes(wv - gv)}, to='varying')`)")
+                if gv - wv:
+                    fix.append(f"it varies along {_axes(gv - wv)}, where the input is the same on every device "
+                               f"(sum it with `jax.lax.psum(..., {_axes(gv - wv)})` if it holds each device's "
+                               "part)")
+                raise FtransValueError(
+                    "Custom VJP bwd rule must produce an output with the same type as the args tuple of the primal "
+                    f"function, but at output{kp} the bwd rule produced an output of type {got.str_short()} "
+                    f"corresponding to an input of type {want.str_short()}, so the manual axis types do not match: "
+                    f"{'; '.join(fix)} ({where.removeprefix('Custom VJP ')})"
+                )
             # A cotangent of another floating dtype (f32 for a bf16 argument) passes through as bwd made it,
             # as in JAX (its custom_vjp allows that for inexact arguments): no rounding to the argument's dtype.
             result.append(c)
@@ -859,6 +876,10 @@ def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, i
 
     flat.__name__ = _name(bwd)
     return flat
+
+
+def _axes(axes: frozenset) -> tuple:
+    return tuple(sorted(axes, key=str))
 
 
 def _cts_leaves(where: str, name: str, out: tuple, in_tree: Any) -> tuple[list, list]:

@@ -38,6 +38,7 @@ from ftrans.core.prims.collectives import (
     unreduced_reduce_scatter_p,
     vary_unreduced_cast_p,
 )
+from ftrans.core.prims.shard_map import checked_body_typing as _checked_body_typing
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p, with_ur_names
 from ftrans.core.sharding import (
     AbstractMesh,
@@ -481,6 +482,9 @@ class _ShardMapped:
         if self._check_vma:
             _check_out_vma(fname, mesh, manual or set(mesh.axis_names), closed, [ns for _, ns in avals],
                            out_specs, out_names, out_vma, not any(map(_unreduced_in, leaves)))
+        if not (set(auto) & set(mesh.explicit_axes)):  # (the body's mesh is all Manual or Auto, as JAX's check)
+            for c in closed.consts:
+                check_closed_over(c)
         body, consts = hoist_consts(closed)
         in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
@@ -524,6 +528,24 @@ class _ShardMapped:
         return tree_util.tree_unflatten(out_tree, res)
 
 
+def check_closed_over(x: Any) -> None:
+    """JAX's refusal of a value a ``shard_map`` body closes over (rather than takes as an argument) that is
+    sharded over a mesh with Explicit axes: the body's mesh types its values over Manual axes only."""
+    if isinstance(x, Tracer):
+        sh = aval_of(x).typed_sharding
+    else:
+        from ftrans.core.array import Array
+
+        sh = x.sharding if isinstance(x, Array) else None
+    m = getattr(sh, "mesh", None)
+    if m is not None and getattr(m, "explicit_axes", None):
+        a = aval_of(x)
+        raise NotImplementedError(
+            "Closing over inputs to shard_map where the input is sharded on `Explicit` axes is not implemented. "
+            "As a workaround, please pass those inputs as an argument to shard_map. Got input with shape "
+            f"{a.str_short()}({{Explicit: {tuple(m.explicit_axes)}}})")
+
+
 def _eager_body_values(leaves: list) -> bool:
     """Whether ``leaves`` hold values of a shard_map body run eagerly, device by device (a nested shard_map
     there runs inline)."""
@@ -563,6 +585,14 @@ def _body_mesh(mesh: Mesh, manual: Any = frozenset(), check_vma: bool = True) ->
         st.vma_insert = prev_insert
         _BODY.stack.pop()
         _BODY.manual.pop()
+
+
+def _restaged_body(mesh: Mesh, manual: Any) -> Any:
+    return _body_mesh(mesh, manual or frozenset(), True)
+
+
+if not _checked_body_typing:
+    _checked_body_typing.append(_restaged_body)
 
 
 def _auto_typed_blocks(mesh: Mesh, manual: frozenset, leaves: list, blocks: list) -> list:
@@ -757,8 +787,10 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
         return tracers
     if not _NO_INSERT:
         from ftrans.core.prims import collectives as C
+        from ftrans.core.prims.calls import custom_lin_p
 
         _NO_INSERT.update(C.ALL)
+        _NO_INSERT.add(custom_lin_p)  # (its operands keep their types: the residuals and the input tangents)
     if prim in _NO_INSERT or _params_have_jaxprs(params):
         return tracers
     if not config.auto_pcast:  # JAX's standard_vma_rule: no implicit pvary, the operands' types must agree
@@ -961,7 +993,7 @@ def _vma_jaxpr(jaxpr: Any, in_sets: list, axes: frozenset) -> list:
 
 def _vma_eqn(prim: Any, params: dict, ins: list, n_out: int, axes: frozenset, eqn: Any = None) -> list:
     """The mesh axes (of ``axes``) each result of one equation may vary along, given its operands'."""
-    from ftrans.core.prims.calls import CallPrimitive
+    from ftrans.core.prims.calls import CallPrimitive, custom_lin_p
     from ftrans.core.prims.control_flow import cond_p, scan_p, while_p
 
     if not _VMA_RULES:
@@ -982,6 +1014,8 @@ def _vma_eqn(prim: Any, params: dict, ins: list, n_out: int, axes: frozenset, eq
         k, c = params["num_consts"], params["num_carry"]
         carry, ys = _vma_fixpoint(params["jaxpr"], ins[:k], ins[k:k + c], ins[k + c:], axes)
         return carry + ys
+    if prim is custom_lin_p:  # the output tangents of a custom_vjp call: its outputs' types (JAX's)
+        return [getattr(a, "vma", _EMPTY) & axes for a in params["out_avals"]]
     if prim is shard_map_p and params.get("newly_manual_axes"):  # nested in a partially manual body
         new = frozenset(params["newly_manual_axes"])
         if params.get("check_vma"):  # its results vary along the enclosing axes its body's results do
@@ -1230,6 +1264,11 @@ def _concrete_mesh(fname: str, abstract: AbstractMesh, leaves: list) -> Mesh:
     cur = get_mesh()
     if cur is not None and (cur.axis_names, cur.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
         return cur
+    from ftrans.core.sharding import args_meshes
+
+    arg = (args_meshes() or [None])[-1]  # under a jit: its arguments' mesh, as JAX takes the devices from them
+    if isinstance(arg, Mesh) and (arg.axis_names, arg.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
+        return arg
     if _trace.is_eager() and not any(isinstance(x, Tracer) for x in leaves):
         raise FtransValueError(
             f"shard_map({fname}) over {abstract!r}, which has no devices: Please pass `jax.Array`s with a "

@@ -97,6 +97,9 @@ class EagerShardMapTrace(Trace):
     __slots__ = ()
 
     def pure(self, val: Any) -> EagerShardMapTracer:
+        from ftrans.transforms.shard_map import check_closed_over
+
+        check_closed_over(val)
         a = aval_of(val)
         return EagerShardMapTracer(self, val, ((),) * len(a.shape), _EMPTY)
 

@@ -269,6 +269,10 @@ def ct_aval(aval: ShapedArray) -> ShapedArray:
     swapped (a value replicated as reduced has a cotangent of partial sums, and the reverse)."""
     t = tangent_aval(aval)
     sh = t.typed_sharding
+    if sh is None and (getattr(t, "unreduced", None) or getattr(t, "reduced", None)):  # in a shard_map body
+        from ftrans.core.avals import VaryingAval
+
+        return VaryingAval(t, t.vma, t.reduced, t.unreduced)
     if sh is None or not (sh.spec.unreduced or sh.spec.reduced):
         return t
     from ftrans.core.sharding_rules import typed

@@ -208,18 +208,26 @@ class _CheckVma(threading.local):
 
 checking_vma = _CheckVma()
 
+# The typing of a check_vma body while a rule restages it (``ftrans/transforms/shard_map.py`` sets it:
+# ``(mesh, manual axes) -> context manager``): the derived bodies (JVP, partial evaluation, transpose) are
+# typed as the traced one is (each value's varying manual axes, JAX's implicit pvary), as JAX's are.
+checked_body_typing: list = []
+
 
 class _Env:
-    def __init__(self, mesh: Any, axes: Any = None, check_vma: bool = False):
+    def __init__(self, mesh: Any, axes: Any = None, check_vma: bool = False, manual: Any = None):
         self.mesh = mesh
         self.axes = axes
         self.check_vma = check_vma
+        self.manual = manual
         self.stack = ExitStack()
 
     def __enter__(self) -> None:
         for n, s in zip(self.mesh.axis_names, self.mesh.devices.shape):
             if not self.axes or n in self.axes:
                 self.stack.enter_context(extend_axis_env(n, s, None))
+        if self.check_vma and checked_body_typing:
+            self.stack.enter_context(checked_body_typing[0](self.mesh, self.manual))
         checking_vma.stack.append(self.check_vma)
 
     def __exit__(self, *exc: Any) -> None:
@@ -230,7 +238,7 @@ class _Env:
 def _body_env(params: dict, axes: Any = None) -> Any:
     """The axis environment of the body: every mesh axis bound, or only ``axes`` (the manual ones, when the
     body is first traced: the mesh axes left automatic are not names the body may use)."""
-    return _Env(params["mesh"], axes, bool(params.get("check_vma")))
+    return _Env(params["mesh"], axes, bool(params.get("check_vma")), params.get("newly_manual_axes") or axes)
 
 
 def _func_name(params: dict) -> str:

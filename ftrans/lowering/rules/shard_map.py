@@ -60,19 +60,6 @@ def _shard_map_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, mesh: Any,
     ins_attr = ", ".join(attr(ns, len(a.shape)) for ns, a in zip(in_names, ctx.avals_in))
     outs_attr = ", ".join(attr(ns, len(a.shape)) for ns, a in zip(out_names, ctx.avals_out))
     manual = ", ".join(f'"{a}"' for a in manual_axes)
-    saved = list(m.replica_axes)
-    m.replica_axes[:] = [(n, s) for n, s in zip(mesh.axis_names, mesh.devices.shape)]
-    saved_auto = getattr(m, "auto_axes", None)
-    # the axes a partially manual body leaves automatic (axis_index there enters a manual computation over them)
-    m.auto_axes = (sym, tuple(auto))
-    try:
-        from ftrans.core.prims.shard_map import _body_env
-
-        with _body_env({"mesh": mesh}):
-            fsym = m.function(jaxpr.jaxpr, f"shmap_{name}")
-    finally:
-        m.replica_axes[:] = saved
-        m.auto_axes = saved_auto
     block_types = [mt.aval_type(local_aval(a, ns, mesh) if ns is not None else a.update(shape=(1, *a.shape[1:])))
                    for a, ns in zip(ctx.avals_in, in_names)]
     out_block_types = []
@@ -83,7 +70,21 @@ def _shard_map_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, mesh: Any,
         ins = []
         for x, ns, b in zip(bargs, in_names, jaxpr.in_avals):
             ins.append(x if ns is not None else f.emit("stablehlo.reshape", [x], [mt.aval_type(b)])[0])
-        outs = f.emit("func.call", ins, [mt.aval_type(b) for b in jaxpr.out_avals], {"callee": f"@{fsym}"})
+        # the body's operations in the manual computation's region, as JAX's Shardy lowering inlines them
+        saved = list(m.replica_axes)
+        m.replica_axes[:] = [(n, s) for n, s in zip(mesh.axis_names, mesh.devices.shape)]
+        saved_auto = getattr(m, "auto_axes", None)
+        # the axes a partially manual body leaves automatic (axis_index there enters a manual computation over
+        # them)
+        m.auto_axes = (sym, tuple(auto))
+        try:
+            from ftrans.core.prims.shard_map import _body_env
+
+            with _body_env({"mesh": mesh}):
+                outs = m.inline(f, jaxpr.jaxpr, ins, "")
+        finally:
+            m.replica_axes[:] = saved
+            m.auto_axes = saved_auto
         res = []
         for o, ns, t in zip(outs, out_names, out_block_types):
             res.append(o if ns is not None else f.emit("stablehlo.reshape", [o], [t])[0])

@@ -74,10 +74,12 @@ def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: An
             new_in.append(_batched(lead, ns))
     with _body_env({"mesh": mesh}):
         new, _ = batch_jaxpr(jaxpr, body_dims, body_frame, force_front=True)
-    body, consts = hoist_consts(new)
     nm = params.get("newly_manual_axes")
     if lead and nm is not None and not set(lead) <= set(nm):  # the batch's axes are split in the blocks too
         params = {**params, "newly_manual_axes": frozenset(nm) | set(lead)}
+    if params.get("check_vma"):
+        new = _retyped(new, jaxpr, body_dims, lead, mesh, params)
+    body, consts = hoist_consts(new)
     outs = shard_map_p.bind(*consts, *new_vals, jaxpr=body, mesh=mesh,
                             in_names=tuple(((),) * len(np.shape(c)) for c in consts)
                             + tuple(new_in),
@@ -87,6 +89,26 @@ def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: An
 
 
 batching_rules[shard_map_p] = _shard_map_batch
+
+
+def _retyped(new: Any, jaxpr: Any, body_dims: list, lead: tuple, mesh: Any, params: dict) -> Any:
+    """The batched body of a ``check_vma`` shard_map typed as JAX's (which traces the body again on the batched
+    blocks): each input with its unbatched type's manual axes, and the batch's ``spmd_axis_name`` axes where it
+    is batched (the devices along them hold different examples), so the programs derived from it (JVP,
+    transpose) are typed as the body is."""
+    from ftrans.core.jaxpr_api import eval_jaxpr
+    from ftrans.core.trace import stage
+    from ftrans.transforms.shard_map import _with_vma
+
+    avals = []
+    for a, old, d in zip(new.in_avals, jaxpr.in_avals, body_dims):
+        vma = frozenset(getattr(old, "vma", ())) | (frozenset(lead) if d is not not_mapped else frozenset())
+        avals.append(_with_vma(a, vma, getattr(old, "unreduced", frozenset()), getattr(old, "reduced", frozenset())))
+    if all(not getattr(a, "vma", None) for a in avals) and not any(getattr(a, "vma", None) for a in new.out_avals):
+        return new
+    with _body_env({"mesh": mesh, "check_vma": True, "newly_manual_axes": params.get("newly_manual_axes")}):
+        typed, _ = stage(lambda *xs: eval_jaxpr(new.jaxpr, list(new.consts), *xs), avals)
+    return typed
 
 
 def _batched(lead: tuple, ns: tuple) -> tuple:
