@@ -1091,6 +1091,8 @@ class JitWrapped:
                         self.hits += 1
                         if len(args) == 2:
                             return entry.invoke([a0._buf, a1._buf], args)
+                        if len(args) == 1:
+                            return entry.invoke([args[0]._buf], args)
                         return entry.invoke([a._buf for a in args], args)
                 else:  # NumPy arguments: jaxlib's C++ dispatcher (``_remember_cpp``), else their own fast key
                     held = fast.get(_CPP_KEY)
