@@ -258,3 +258,42 @@ def test_pytree_of_numpy_arrays_to_one_array(monkeypatch):
         assert got._aval == want._aval and got._sig == want._sig
     assert len(seen) == 2
     assert f._fast[jit_mod._CPP_KEY][1] is not None  # the dispatcher's bare program
+
+
+@needs_cpp
+def test_one_and_three_arguments_take_the_fast_paths_and_keep_their_guards(monkeypatch):
+    # ``__call__`` spells out one and two arguments (no comprehension); other counts keep the general loop.
+    seen = _general_calls(monkeypatch)
+    f1 = ftrans.jit(lambda x: x * 2.0)
+    f3 = ftrans.jit(lambda x, y, z: x * y + z)
+    j1, j3 = jax.jit(lambda x: x * 2.0), jax.jit(lambda x, y, z: x * y + z)
+    a = np.arange(4, dtype=np.float32)
+    b = np.linspace(-1, 1, 4, dtype=np.float32)
+    for _ in range(3):
+        f1(a), f3(a, b, a)
+    seen.clear()
+    for _ in range(3):
+        _same(f1(a), j1(a))
+        _same(f3(a, b, a), j3(a, b, a))
+    assert seen == []
+    # Byte-swapped and masked arrays never reach the dispatcher's learnt signature, whatever their position.
+    with pytest.raises(ftrans.errors.FtransTypeError, match="not a valid JAX type"):
+        f1(a.astype(">f4"))
+    with pytest.raises(ftrans.errors.FtransValueError, match="masked arrays"):
+        f1(np.ma.array(a, mask=[0, 1, 0, 0]))
+    with pytest.raises(ftrans.errors.FtransTypeError, match="not a valid JAX type"):
+        f3(a, b, a.astype(">f4"))
+    with pytest.raises(ftrans.errors.FtransValueError, match="masked arrays"):
+        f3(a, np.ma.array(b, mask=[0, 1, 0, 0]), a)
+    # Device arguments: one, two and three take the Array key once learnt.
+    f2 = ftrans.jit(lambda x, y: x - y)
+    da, db = ftrans.device_put(a), ftrans.device_put(b)
+    for _ in range(2):
+        f1(da), f2(da, db), f3(da, db, da)
+    seen.clear()
+    hits = (f1.cache_info()["hits"], f2.cache_info()["hits"], f3.cache_info()["hits"])
+    np.testing.assert_allclose(np.asarray(f1(da)), a * 2.0)
+    np.testing.assert_allclose(np.asarray(f2(da, db)), a - b)
+    np.testing.assert_allclose(np.asarray(f3(da, db, da)), a * b + a)
+    assert seen == []
+    assert (f1.cache_info()["hits"], f2.cache_info()["hits"], f3.cache_info()["hits"]) == tuple(h + 1 for h in hits)
