@@ -91,12 +91,16 @@ def _unreduced_reduce_scatter_t(ct: Any, x: Any, *, axis_name: tuple, scatter_di
 
 
 @register_transpose(vary_unreduced_cast_p)
+def _vary_unreduced_cast_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    # A change of type only: an unreduced value's cotangent is reduced (the whole cotangent on every device);
+    # cast back to the varying operand's type (JAX's ``reduced_vary_cast``), which typed bodies check.
+    return [reduced_vary_cast_p.bind(ct, axes=axes)]
+
+
 @register_transpose(reduced_vary_cast_p)
-def _type_cast_t(ct: Any, x: Any, *, axes: tuple) -> list:
-    # A change of type only: an unreduced value's cotangent is reduced (the whole cotangent on every device)
-    # and a varying one's stays as it is; a reduced value's cotangent is each device's own, unreduced (JAX's
-    # ``reduced_vary_cast`` / ``vary_unreduced_cast``).
-    return [ct]
+def _reduced_vary_cast_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    # A reduced value's cotangent is each device's own, unreduced (JAX's ``vary_unreduced_cast``).
+    return [vary_unreduced_cast_p.bind(ct, axes=axes)]
 
 
 @register_transpose(ppermute_p)
