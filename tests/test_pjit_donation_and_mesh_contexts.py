@@ -321,3 +321,31 @@ def test_pjit_sharding_tree_errors_in_jax_words():
     with pytest.raises(ValueError, match="Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to "
                                          "device_put"):
         ftrans.device_put(np.arange(8), P("x"))
+
+
+def test_functions_that_touched_jnps_error_state_keep_pjit_placement_and_jit_shardings():
+    """A library function traced once with jnp's NaN checks on threads the error state from then on (a twin
+    program): its pjit still places on ``with mesh:``'s mesh, a plain jit of it does not, and ``jit``'s
+    in_shardings/out_shardings still apply (the twin had dropped all three; the order of the suite's files
+    decided whether ``test_pjit_of_a_shared_function_under_legacy_mesh`` saw it)."""
+    from ftrans.numpy import error as ferr
+
+    g = ftrans.jit(fjnp.arcsin)
+    with ferr.error_checking_behavior(nan="raise"):
+        g(fjnp.float32(0.5))
+    h = np.linspace(-0.5, 0.5, 8, dtype=np.float32)
+    fm = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    with fm:
+        for _ in range(2):
+            assert _where(fpjit(fjnp.arcsin)(h)) == ("named", 4, "P()")
+            assert _where(ftrans.jit(fjnp.arcsin)(h)) == ("single",)
+    np.testing.assert_allclose(np.asarray(ftrans.jit(fjnp.arcsin)(h)), np.arcsin(h), rtol=1e-6)
+
+    # (jax raises here: its error state lives on one device and the program on four)
+    mesh = ftrans.make_mesh((4,), ("x",), axis_types=(AxisType.Explicit,))
+    f = ftrans.jit(lambda a, b: fjnp.log(a) + b, in_shardings=(NamedSharding(mesh, P("x")), None),
+                   out_shardings=NamedSharding(mesh, P()))
+    with ferr.error_checking_behavior(nan="raise"):
+        r = f(np.arange(1.0, 9.0, dtype=np.float32), np.float32(1.0))
+    np.testing.assert_allclose(np.asarray(r), np.log(np.arange(1.0, 9.0)) + 1, rtol=1e-6)
+    assert _where(r) == ("named", 4, "P()")

@@ -129,8 +129,25 @@ def jit_call(jitted: Any, args: tuple, kwargs: dict, call_plain: Callable) -> An
     for r, v in zip(arg_refs, new_arg):
         R.write_back(r, v)
     for r, v in zip(closed, new_closed):
-        R.write_back(r, v)
+        R.write_back(r, _kept_home(jitted, r, v))
     return out
+
+
+def _kept_home(jitted: Any, r: Any, v: Any) -> Any:
+    """A closed-over ref's new value from a ``pjit`` under ``with mesh:`` (which places every result of its
+    program on that mesh, replicated) stays where the ref's value lived when that was not spread over a mesh:
+    the ref (jnp's error state, say) must not carry the mesh into later ``jit`` calls that read it."""
+    if getattr(jitted, "_api_name", None) != "pjit":
+        return v
+    from ftrans.core.array import Array, ShardedArray
+
+    old = getattr(r, "_value", None)
+    sh = getattr(v, "sharding", None)
+    if type(v) is ShardedArray and type(old) is not ShardedArray and sh is not None and sh.is_fully_replicated:
+        import numpy as np
+
+        return Array._new(np.asarray(v), getattr(v, "weak_type", False))
+    return v
 
 
 def is_ref_type(x: Any) -> bool:
@@ -267,8 +284,9 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
         diff = any(R.carries_tangent(vals[i]) for i in ref_pos)
         bound = arg_refs if info.by_identity and arg_refs and not diff else None
         key_impls = tuple(r._key_impl for r in arg_refs)
+        # (jit and pjit wrappers of one function share its store; a pjit's twin places as pjit does)
         key = (statics, static_kw, tree, ref_pos, tuple(id(r) for r in closed), diff, key_impls,
-               None if bound is None else tuple(id(r) for r in bound))
+               getattr(jitted, "_api_name", None), None if bound is None else tuple(id(r) for r in bound))
         twin = info.twins.get(key)
         if twin is None:
             if labels is None:
@@ -356,7 +374,15 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
     o = jitted._options
     # (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend, max_cache_size,
     #  keep_unused, inline, compiler_options, in_shardings, out_shardings, optimizations, background)
-    w = JitWrapped(twin, None, None, None, None, o[4], o[5], o[6], o[7], o[8], o[9], None, None, o[12], o[13])
+    # The twin takes (dynamic positional values, keyword values, closed-over refs' values) and returns (results,
+    # new argument refs, new closed refs): the shardings asked for apply to the first of each, and a pjit's
+    # twin places its results as pjit does (on ``with mesh:``'s mesh).
+    in_sh = o[10] if not isinstance(o[10], list) else tuple(o[10])
+    w = JitWrapped(twin, None, None, None, None, o[4], o[5], o[6], o[7], o[8], o[9],
+                   None if in_sh is None else (in_sh, None, None), None if o[11] is None else (o[11], None, None),
+                   o[12], o[13])
+    if getattr(jitted, "_api_name", None) is not None:
+        w._api_name = jitted._api_name
     w._ref_owner = owner
     return w
 
