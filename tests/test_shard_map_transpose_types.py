@@ -67,7 +67,7 @@ def test_custom_vjp_bwd_rule_with_invariant_cotangent_for_varying_input_raises(n
     def g(x):
         return f(f(x))
 
-    with pytest.raises(ValueError, match="bwd rule must produce an output with the same type.*manual axis types"):
+    with pytest.raises(ValueError, match="bwd rule.*must produce an output with the same type.*manual axis types"):
         lib.value_and_grad(lambda x: g(x).sum())(jnp.ones(4))
     # (the cotangents the rule saw: of outputs replicated by out_specs=P(), invariant)
     assert seen == ["float32[1]", "float32[1]"]
@@ -176,7 +176,8 @@ def test_partially_manual_body_is_lowered_inline_as_jaxs():
 
     ft, fs, fo, fg = run("ftrans")
     jt, js, jo, jg = run("jax")
-    for t in (ft, jt):
+    # (jax 0.11 lowers the constraint over both axes; ftrans keeps jax 0.10's module)
+    for t in (ft, jt) if jax.__version_info__ < (0, 11) else (ft,):
         assert 'sdy.sharding_constraint %1 <@mesh, [{}, {"j"}]>' in t
         assert "func.call" not in t
     assert fs == js
@@ -184,6 +185,7 @@ def test_partially_manual_body_is_lowered_inline_as_jaxs():
     np.testing.assert_allclose(fg, jg)
 
 
+@pytest.mark.skipif(jax.__version_info__ >= (0, 11), reason="jax 0.11 changed unreduced axes; ftrans has 0.10's")
 def test_check_vma_false_reduced_to_varying_cast_has_no_psum_on_bwd():
     """JAX's test_check_vma_false_reduced_fwd_no_psum_on_bwd (its ``core.reduced_vary_cast`` is internal: each
     library's own primitive): the gradient is left unreduced, with no psum."""
