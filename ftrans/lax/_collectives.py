@@ -289,18 +289,20 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
                 f"all_gather_reduced only accepts inputs that are varying. all_gather(..., {axis_name!r}, "
                 "to='reduced') needs a value typed varying along the axes, and a shard_map body traced with "
                 "check_vma=False types none so (as in JAX); trace it with check_vma=True")
+    def gather_axis(aval: Any) -> int:
+        nd = len(aval.shape)
+        if tiled and nd == 0:
+            raise FtransValueError("all_gather: tiled=True needs an operand of rank at least 1, got a scalar "
+                                   f"of type {aval.str_short()}")
+        return _canon("all_gather", "axis", axis, nd if tiled else nd + 1, aval)
+
     if reduced and names and vma_checked_names(names) == names:
         # In a checked shard_map body, as JAX's: one ``all_gather_reduced`` (varying -> reduced) over the names.
         n = math.prod(f.size for f in frames_of("all_gather", names))
 
         def gather_reduced(leaf: Any) -> Any:
             v = _operand(leaf)
-            aval = aval_of(v)
-            nd = len(aval.shape)
-            if tiled and nd == 0:
-                raise FtransValueError("all_gather: tiled=True needs an operand of rank at least 1, got a scalar "
-                                       f"of type {aval.str_short()}")
-            ax = _canon("all_gather", "axis", axis, nd if tiled else nd + 1, aval)
+            ax = gather_axis(aval_of(v))
             return all_gather_reduced_p.bind(v, all_gather_dimension=ax, axis_name=names, axis_size=n,
                                              tiled=bool(tiled))
 
@@ -309,11 +311,7 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
     def one(leaf: Any) -> Any:
         v = _vary(_operand(leaf), names, "all_gather")
         aval = aval_of(v)
-        nd = len(aval.shape)
-        if tiled and nd == 0:
-            raise FtransValueError("all_gather: tiled=True needs an operand of rank at least 1, got a scalar "
-                                   f"of type {aval.str_short()}")
-        ax = _canon("all_gather", "axis", axis, nd if tiled else nd + 1, aval)
+        ax = gather_axis(aval)
         if groups is not None:  # one collective over the groups of the names' (row-major) indices
             return all_gather_p.bind(v, axis_name=_one_name(names), axis=ax, tiled=bool(tiled), axis_index_groups=groups)
         v = all_gather_p.bind(v, axis_name=names[-1], axis=ax, tiled=bool(tiled), **inv)
