@@ -154,6 +154,9 @@ def _leaves(tree, tu):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_control_flow_transforms_match_jax(name):
+    if name == "switch_vmap_grad_clamped_index" and jax.__version_info__ >= (0, 11):
+        pytest.skip("jax 0.11 itself raises here (safe_zip lengths 0 and 1 inside its switch transpose); "
+                    "the oracle is jax 0.10")
     case = CASES[name]
     got = _leaves(case(ftrans, fjnp), jax.tree_util)
     want = _leaves(case(jax, jjnp), jax.tree_util)
