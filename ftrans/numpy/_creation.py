@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import strings as _strings
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array, loosen
 from ftrans.core.avals import ShapeDtypeStruct
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 _PY_SCALARS = (int, float, complex, bool)
+# NumPy 2's string dtype class (JAX's string arrays; ``strings`` places them), or a class no dtype has
+_STR_DT_CLASS = _strings._STRING_DTYPE_CLASS or type(None)
 
 
 # ---------------------------------------------------------------- helpers
@@ -362,7 +365,12 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
     device = device if out_sharding is None else out_sharding
     if args:
         copy, order, ndmin = _positional_array_args(args, copy, order, ndmin)
-    d = _dtype_arg("jnp.array", dtype)
+    try:
+        d = _dtype_arg("jnp.array", dtype)
+    except FtransTypeError:
+        if not _strings.is_string_dtype(dtype):
+            raise
+        return _strings.from_numpy_checked(object, dtype, ndmin, device)  # (JAX's string arrays: data only)
     if order not in (None, "K"):
         raise NotImplementedError(f"jnp.array: order={order!r} is not supported (only 'K')")
     obj = _jax_array(object)
@@ -375,6 +383,8 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
             obj = device_put(obj, may_alias=False)
         out = obj if d is None else retype(obj, d, False)
     elif type(obj) in _PY_SCALARS or isinstance(obj, (np.ndarray, np.generic)):
+        if type(obj) not in _PY_SCALARS and type(obj.dtype) is _STR_DT_CLASS:  # NumPy 2's StringDType
+            return _strings.from_numpy_checked(obj, dtype, ndmin, device)
         if isinstance(obj, np.ma.MaskedArray) and d is None and not copy:
             # As JAX: an uncopied masked array (jnp.asarray(m)) is refused; jnp.array(m) and a
             # dtype conversion read its data (the mask is dropped).

@@ -508,6 +508,18 @@ def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def _check_input_dtype(where: str, path: str, aval: ShapedArray, holomorphic: bool, allow_int: bool) -> None:
+    try:
+        _check_input_dtype_of(where, path, aval, holomorphic, allow_int)
+    except FtransTypeError:
+        from ftrans.core import strings
+
+        if strings.is_string_dtype(aval.dtype):  # a string array is no JAX value at all (JAX's error first)
+            raise FtransTypeError(f"Argument {path} of type {aval.str_short()} is not a valid JAX type: {where} "
+                                  "takes no string arrays (they hold data only)") from None
+        raise
+
+
+def _check_input_dtype_of(where: str, path: str, aval: ShapedArray, holomorphic: bool, allow_int: bool) -> None:
     # Each message opens with JAX's sentence (what users and JAX's tests match on), then says which argument.
     d = aval.dtype
     if holomorphic:
