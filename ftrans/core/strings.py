@@ -192,8 +192,13 @@ class StringArray(Array):
 
     def __repr__(self) -> str:
         v = self._strings
-        body = np.array2string(v, separator=", ", prefix="Array(") if v.size else f"[], shape={v.shape}"
-        return f"Array({body}, dtype={v.dtype.name})"
+        width = np.get_printoptions()["linewidth"]
+        body = (np.array2string(v, separator=", ", prefix="Array(", suffix=",", max_line_width=width) if v.size
+                else f"[], shape={v.shape}")
+        dt = f"dtype={v.dtype.name}"
+        # JAX's layout: a dtype that would overflow the last line is set off by the prefix's width
+        last = len(body) - body.rfind("\n") + 1
+        return f"Array({body},{' ' * 6 if last + len(dt) + 2 > width else ' '}{dt})"
 
     def __str__(self) -> str:
         return str(self._strings)
@@ -252,7 +257,11 @@ class StringArray(Array):
             return [Shard(self._dev, tuple(slice(None) for _ in self.shape), self, 0)]
         out = []
         seen: dict = {}
-        for dev, index in self._str_sharding.devices_indices_map(self.shape).items():
+        shape = self.shape
+        for dev, index in self._str_sharding.devices_indices_map(shape).items():
+            # an unsplit dimension's slice is the whole of it, written as JAX's runtime writes it
+            index = tuple(slice(None) if (s.start in (0, None) and s.stop in (n, None) and s.step in (1, None))
+                          else s for s, n in zip(index, shape))
             key = str(index)
             rid = seen.get(key, 0)
             seen[key] = rid + 1

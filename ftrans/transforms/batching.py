@@ -34,12 +34,12 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import traceback_util as _tb
 from ftrans.core.array import jax_array_argument, jax_array_argument_error
-from ftrans.core.strings import StringArray
 from ftrans.core.avals import ShapedArray, VaryingAval
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
 from ftrans.core.config import config as _config
 from ftrans.core.keys import is_key
 from ftrans.core.primitive import Primitive, not_supported, rule_table
+from ftrans.core.strings import StringArray
 from ftrans.core.trace import (
     Trace,
     Tracer,
