@@ -241,9 +241,10 @@ def test_jit_refuses_string_arrays():
                  match="is not a valid JAX type")
 
 
-@pytest.mark.parametrize("transform", ["grad", "value_and_grad"])
-def test_grad_refuses_string_arrays(transform):
-    _check_agree(lambda lib, lnp: getattr(lib, transform)(lambda x: x)(_placed(lib)), expect_ok=False,
+@pytest.mark.parametrize("transform,kw", [("grad", {}), ("value_and_grad", {}), ("grad", {"holomorphic": True}),
+                                          ("grad", {"allow_int": True}), ("jacrev", {}), ("jacfwd", {})])
+def test_grad_refuses_string_arrays(transform, kw):
+    _check_agree(lambda lib, lnp: getattr(lib, transform)(lambda x: x, **kw)(_placed(lib)), expect_ok=False,
                  match="Argument.*is not a valid JAX type")
 
 

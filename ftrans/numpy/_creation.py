@@ -50,8 +50,6 @@ __all__ = [
 ]
 
 _PY_SCALARS = (int, float, complex, bool)
-# NumPy 2's string dtype class (JAX's string arrays; ``strings`` places them), or a class no dtype has
-_STR_DT_CLASS = _strings._STRING_DTYPE_CLASS or type(None)
 
 
 # ---------------------------------------------------------------- helpers
@@ -383,8 +381,6 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
             obj = device_put(obj, may_alias=False)
         out = obj if d is None else retype(obj, d, False)
     elif type(obj) in _PY_SCALARS or isinstance(obj, (np.ndarray, np.generic)):
-        if type(obj) not in _PY_SCALARS and type(obj.dtype) is _STR_DT_CLASS:  # NumPy 2's StringDType
-            return _strings.from_numpy_checked(obj, dtype, ndmin, device)
         if isinstance(obj, np.ma.MaskedArray) and d is None and not copy:
             # As JAX: an uncopied masked array (jnp.asarray(m)) is refused; jnp.array(m) and a
             # dtype conversion read its data (the mask is dropped).
@@ -395,7 +391,12 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
             info = np.iinfo(d)
             if not info.min <= obj <= info.max:
                 raise OverflowError(f"Python integer {obj} out of bounds for {d.name}")
-        od, ow = _dtype_weak_of("jnp.array", obj)
+        try:
+            od, ow = _dtype_weak_of("jnp.array", obj)
+        except FtransTypeError:  # (refused dtypes): NumPy 2's StringDType makes a string array, JAX's rules
+            if not _strings.is_string_array(obj):
+                raise
+            return _strings.from_numpy_checked(obj, dtype, ndmin, device)
         out = retype(obj, d or od, ow and d is None)
     elif isinstance(obj, (list, tuple)):
         out = _from_sequence(obj, d)
