@@ -593,11 +593,7 @@ def _place(leaf: Any, target: Any, copy: CopySemantics) -> Any:
     except FtransTypeError:
         if not _strings.is_string_array(leaf):  # (a string array's dtype is refused there: placed here)
             raise
-        if target is None and type(leaf) is _strings.StringArray:  # stays where it is
-            if may_alias:
-                return leaf
-            target = leaf._str_sharding or leaf._dev
-        return _strings.place(leaf, target)
+        return _strings.place(leaf, target)  # (no target: refused, as JAX's device_put refuses one)
     if commit and type(out) is DeviceArray and not getattr(out, "_commit", False):
         if out is leaf:  # the same buffer, now pinned to its device: a new Array, as JAX's device_put
             out = device_array(leaf._buf, leaf._aval, leaf._sig)

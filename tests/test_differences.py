@@ -112,6 +112,13 @@ def test_string_arrays_empty_and_arithmetic():
     fmesh = ftrans.sharding.Mesh(np.array(ftrans.devices("cpu")[:2]), ("x",))
     rep = ftrans.device_put(words, ftrans.sharding.NamedSharding(fmesh, ftrans.sharding.PartitionSpec()))
     assert len(rep.addressable_shards) == 2 and (np.asarray(rep) == words).all()
+    import pickle
+
+    pickled = pickle.dumps(jax.device_put(words, jax.devices("cpu")[0]))
+    with pytest.raises(TypeError, match="String arrays can only be sharded to CPU devices"):
+        pickle.loads(pickled)  # JAX's unpickling places the value with no target, which it refuses
+    back = pickle.loads(pickle.dumps(ftrans.device_put(words, ftrans.devices("cpu")[1])))
+    assert back.devices() == {ftrans.devices("cpu")[1]} and (np.asarray(back) == words).all()
     with pytest.raises(ValueError, match="not a valid dtype for JAX type promotion"):
         jax.device_put(words, jax.devices("cpu")[0]) + 1
     with pytest.raises(TypeError, match="is not a valid JAX type"):

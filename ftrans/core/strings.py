@@ -188,7 +188,9 @@ class StringArray(Array):
         raise invalid_type_error(self)
 
     def __reduce__(self):
-        raise FtransTypeError("String arrays cannot be pickled; pickle np.asarray(x) instead")
+        # unpickled onto the CPU device of the same id (a split array onto its first device), whole
+        dev = self._dev if self._str_sharding is None else self._str_sharding._device_assignment[0]
+        return (_unpickle, (np.asarray(self._strings), dev.id))
 
     def __repr__(self) -> str:
         v = self._strings
@@ -267,3 +269,10 @@ class StringArray(Array):
             seen[key] = rid + 1
             out.append(Shard(dev, index, place(self._strings[index], dev), rid))
         return out
+
+
+def _unpickle(value: np.ndarray, device_id: int) -> StringArray:
+    from ftrans.devices import devices
+
+    cpus = devices("cpu")
+    return place(value, next((d for d in cpus if d.id == device_id), cpus[0]))
