@@ -272,7 +272,7 @@ class StringArray(Array):
 
 
 def _unpickle(value: np.ndarray, device_id: int) -> StringArray:
-    from ftrans.devices import devices
+    from ftrans.core.host import host_device
 
-    cpus = devices("cpu")
+    cpus = host_device().client.local_devices()  # the CPU client's devices (core reads no runtime module)
     return place(value, next((d for d in cpus if d.id == device_id), cpus[0]))
