@@ -20,6 +20,7 @@ from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import key_reuse as _key_reuse
 from ftrans.core import pytrees as tree_util
+from ftrans.core import strings as _strings
 from ftrans.core import trace as _trace
 from ftrans.core.array import (
     Array,
@@ -572,7 +573,14 @@ def _place(leaf: Any, target: Any, copy: CopySemantics) -> Any:
     donate = copy is CopySemantics.DONATE_INPUT
     may_alias = copy is CopySemantics.REUSE_INPUT
     if isinstance(target, NamedSharding):
-        return _put_sharded_leaf(leaf, target, donate, may_alias)
+        if type(leaf) is _strings.StringArray:  # (its data never goes through the runtime)
+            return _strings.place(leaf, target)
+        try:
+            return _put_sharded_leaf(leaf, target, donate, may_alias)
+        except FtransTypeError:
+            if not _strings.is_string_array(leaf):  # (a string array's dtype is refused there: placed here)
+                raise
+            return _strings.place(leaf, target)
     if target is None and type(leaf) is ShardedArray:  # stays laid out as it is
         return _keep_sharded(leaf, leaf._sharded, donate, may_alias)
     if target is None:  # stays where it is, committed only if it already was (as in JAX)
@@ -580,7 +588,12 @@ def _place(leaf: Any, target: Any, copy: CopySemantics) -> Any:
         commit = isinstance(leaf, DeviceArray) and leaf._committed
     else:
         where, commit = target, True
-    out = _put_leaf(leaf, where, donate, may_alias)
+    try:
+        out = _put_leaf(leaf, where, donate, may_alias)
+    except FtransTypeError:
+        if not _strings.is_string_array(leaf):  # (a string array's dtype is refused there: placed here)
+            raise
+        return _strings.place(leaf, target)  # (no target: refused, as JAX's device_put refuses one)
     if commit and type(out) is DeviceArray and not getattr(out, "_commit", False):
         if out is leaf:  # the same buffer, now pinned to its device: a new Array, as JAX's device_put
             out = device_array(leaf._buf, leaf._aval, leaf._sig)

@@ -98,6 +98,33 @@ def test_buffer_protocol_needs_python_312():
         assert memoryview(y).tobytes() == np.arange(6, dtype=np.float32).tobytes()
 
 
+@pytest.mark.skipif(not hasattr(np.dtypes, "StringDType"), reason="needs NumPy 2's StringDType")
+def test_string_arrays_empty_and_arithmetic():
+    empty = np.array([], dtype=np.dtypes.StringDType())
+    with pytest.raises(RuntimeError, match="empty numpy array"):  # JAX's runtime: no empty string transfer
+        jax.device_put(empty, jax.devices("cpu")[0])
+    got = ftrans.device_put(empty, ftrans.devices("cpu")[0])
+    assert got.shape == (0,) and got.dtype == empty.dtype
+    words = np.array(["ab", "cd"], dtype=np.dtypes.StringDType())
+    jmesh = jax.sharding.Mesh(np.array(jax.devices("cpu")[:2]), ("x",))
+    with pytest.raises(RuntimeError, match="Number of buffers: 1 does not match"):  # replicated: JAX's fails
+        jax.device_put(words, jax.sharding.NamedSharding(jmesh, jax.sharding.PartitionSpec())).block_until_ready()
+    fmesh = ftrans.sharding.Mesh(np.array(ftrans.devices("cpu")[:2]), ("x",))
+    rep = ftrans.device_put(words, ftrans.sharding.NamedSharding(fmesh, ftrans.sharding.PartitionSpec()))
+    assert len(rep.addressable_shards) == 2 and (np.asarray(rep) == words).all()
+    import pickle
+
+    pickled = pickle.dumps(jax.device_put(words, jax.devices("cpu")[0]))
+    with pytest.raises(TypeError, match="String arrays can only be sharded to CPU devices"):
+        pickle.loads(pickled)  # JAX's unpickling places the value with no target, which it refuses
+    back = pickle.loads(pickle.dumps(ftrans.device_put(words, ftrans.devices("cpu")[1])))
+    assert back.devices() == {ftrans.devices("cpu")[1]} and (np.asarray(back) == words).all()
+    with pytest.raises(ValueError, match="not a valid dtype for JAX type promotion"):
+        jax.device_put(words, jax.devices("cpu")[0]) + 1
+    with pytest.raises(TypeError, match="is not a valid JAX type"):
+        ftrans.device_put(words, ftrans.devices("cpu")[0]) + 1
+
+
 def test_host_array_has_no_traceback():
     assert jnp.asarray(X).traceback is not None  # jax records where each array was made
     assert fnp.asarray(X).traceback is None  # held on the host: no device buffer

@@ -424,7 +424,14 @@ class ShapeDtypeStruct:
         if is_extended_dtype(dtype):  # a key dtype (typed keys) or a user-defined extended dtype
             self.dtype = dtype
         else:
-            canon = dtypes.to_dtype(dtype)
+            try:
+                canon = dtypes.to_dtype(dtype)
+            except TypeError:
+                from ftrans.core import strings
+
+                if not strings.is_string_dtype(dtype):
+                    raise
+                canon = strings.STRING_DTYPE  # a string array's type (eval_shape of one), as JAX's
             # As JAX's: the dtype as given (``np.int64`` stays int64 without x64; ``int`` is int64); an array
             # of it gets the canonical one, but a 64-bit FFI result declared so keeps it.
             try:

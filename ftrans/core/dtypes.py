@@ -343,6 +343,11 @@ def _promote_keys(pairs: tuple) -> tuple:
     if len(ds) == 1 and type(ds[0]) is KeyDtype:
         return ds[0], False
     if not any(type(d) is KeyDtype for d in ds):
+        from ftrans.core import strings
+
+        for d in ds:
+            if strings.is_string_dtype(d):  # a string array's dtype: no promotion (JAX's ValueError)
+                raise strings.promotion_error(d) from None
         raise KeyError(ds)
     raise FtransTypeError(f"key dtypes do not promote with other dtypes: {', '.join(str(d) for d in ds)}")
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import strings as _strings
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array, loosen
 from ftrans.core.avals import ShapeDtypeStruct
@@ -362,7 +363,12 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
     device = device if out_sharding is None else out_sharding
     if args:
         copy, order, ndmin = _positional_array_args(args, copy, order, ndmin)
-    d = _dtype_arg("jnp.array", dtype)
+    try:
+        d = _dtype_arg("jnp.array", dtype)
+    except FtransTypeError:
+        if not _strings.is_string_dtype(dtype):
+            raise
+        return _strings.from_numpy_checked(object, dtype, ndmin, device)  # (JAX's string arrays: data only)
     if order not in (None, "K"):
         raise NotImplementedError(f"jnp.array: order={order!r} is not supported (only 'K')")
     obj = _jax_array(object)
@@ -385,7 +391,12 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
             info = np.iinfo(d)
             if not info.min <= obj <= info.max:
                 raise OverflowError(f"Python integer {obj} out of bounds for {d.name}")
-        od, ow = _dtype_weak_of("jnp.array", obj)
+        try:
+            od, ow = _dtype_weak_of("jnp.array", obj)
+        except FtransTypeError:  # (refused dtypes): NumPy 2's StringDType makes a string array, JAX's rules
+            if not _strings.is_string_array(obj):
+                raise
+            return _strings.from_numpy_checked(obj, dtype, ndmin, device)
         out = retype(obj, d or od, ow and d is None)
     elif isinstance(obj, (list, tuple)):
         out = _from_sequence(obj, d)

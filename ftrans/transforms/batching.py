@@ -39,6 +39,7 @@ from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
 from ftrans.core.config import config as _config
 from ftrans.core.keys import is_key
 from ftrans.core.primitive import Primitive, not_supported, rule_table
+from ftrans.core.strings import StringArray
 from ftrans.core.trace import (
     Trace,
     Tracer,
@@ -581,7 +582,12 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                 continue
             if k in ref_at:
                 x = _ref_mod.read_for_thread(x)
-            x = x if isinstance(x, Tracer) else as_operand(x)
+            if not isinstance(x, Tracer):
+                try:
+                    x = as_operand(x)
+                except FtransTypeError:
+                    if type(x) is not StringArray:  # a string array is mapped as it is (JAX's vmap passes it
+                        raise                       # through; an operation on it is refused)
             ops.append(x)
             norm.append(d % len(aval_of(x).shape))
         mapped_spec = _mapped_axis_spec(ops, norm)

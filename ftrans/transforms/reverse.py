@@ -507,11 +507,21 @@ def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
     return t
 
 
+def _refuse_strings(where: str, path: str, aval: ShapedArray) -> None:
+    """A string array (refused as an input below) is no JAX value at all: JAX's error for that first."""
+    from ftrans.core import strings
+
+    if strings.is_string_dtype(aval.dtype):
+        raise FtransTypeError(f"Argument {path} of type {aval.str_short()} is not a valid JAX type: {where} "
+                              "takes no string arrays (they hold data only)")
+
+
 def _check_input_dtype(where: str, path: str, aval: ShapedArray, holomorphic: bool, allow_int: bool) -> None:
     # Each message opens with JAX's sentence (what users and JAX's tests match on), then says which argument.
     d = aval.dtype
     if holomorphic:
         if not dtypes.issubdtype(d, np.complexfloating):
+            _refuse_strings(where, path, aval)
             raise FtransTypeError(
                 f"{where} with holomorphic=True requires inputs with complex dtype, but got {d.name} "
                 f"(argument {path})"
@@ -519,6 +529,7 @@ def _check_input_dtype(where: str, path: str, aval: ShapedArray, holomorphic: bo
         return
     if where == "jacfwd":  # JAX's jacfwd: real inputs only (complex ones need holomorphic=True), no allow_int
         if not dtypes.issubdtype(d, np.floating):
+            _refuse_strings(where, path, aval)
             raise FtransTypeError(
                 f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of np.floating), but got "
                 f"{d.name} (argument {path}). For complex inputs of a holomorphic function pass "
@@ -529,6 +540,7 @@ def _check_input_dtype(where: str, path: str, aval: ShapedArray, holomorphic: bo
         return
     if allow_int and (dtypes.issubdtype(d, np.integer) or d == np.bool_):
         return
+    _refuse_strings(where, path, aval)
     raise FtransTypeError(
         f"{where} requires real- or complex-valued inputs (input dtype that is a sub-dtype of np.inexact), but "
         f"got {d.name} (argument {path}). To differentiate with respect to an integer or bool input, pass "
