@@ -37,3 +37,31 @@ def test_grad_through_real_and_imag_of_a_python_complex_is_strongly_typed():
 
     f, j = _both(program)
     assert f == j
+
+
+def test_compiled_program_refuses_a_committed_argument_in_another_layout():
+    # docs/notebooks/layout: a program compiled (AOT) for XLA's default layouts raises ValueError for a
+    # committed argument that device_put laid out column-major; jit's own dispatch relayouts it
+    def program(m):
+        import importlib
+
+        L = importlib.import_module(m.__name__ + ".experimental.layout")
+        shape = (8, 16)
+        duck = m.ShapeDtypeStruct(shape, m.numpy.float32)
+        fn = lambda x, y: (x[0], y[:, 0])  # noqa: E731
+        exes = [m.jit(fn, in_shardings=L.Format(L.Layout.AUTO), out_shardings=L.Format(L.Layout.AUTO))
+                .trace(duck, duck).lower().compile(), m.jit(fn).trace(duck, duck).lower().compile(), m.jit(fn)]
+        out = []
+        for exe in exes:
+            for m2m in [(1, 0), (0, 1)]:
+                y = m.device_put(np.arange(128.0).reshape(shape),
+                                 L.Format(L.Layout(major_to_minor=m2m), m.sharding.SingleDeviceSharding(m.devices()[0])))
+                out.append(repr(y.format.layout))
+                try:
+                    out.append([np.asarray(o).tolist() for o in exe(m.numpy.ones(shape), y)])
+                except ValueError as e:
+                    out.append(("ValueError", str(e).splitlines()[0]))
+        return out
+
+    f, j = _both(program)
+    assert f == j
