@@ -9,7 +9,6 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import numpy as np
-import pytest
 
 import ftrans
 
@@ -61,6 +60,41 @@ def test_compiled_program_refuses_a_committed_argument_in_another_layout():
                     out.append([np.asarray(o).tolist() for o in exe(m.numpy.ones(shape), y)])
                 except ValueError as e:
                     out.append(("ValueError", str(e).splitlines()[0]))
+        return out
+
+    f, j = _both(program)
+    assert f == j
+
+
+def test_repr_of_a_written_ref_of_a_weakly_typed_value():
+    # docs/array_refs: r = new_ref(0); ... r[...] += x ...; print(r) prints Ref(45, dtype=int32): once written,
+    # JAX's buffer is strongly typed (reads still give the ref's weak type)
+    def program(m):
+        jnp = m.numpy
+        out = []
+        r = m.new_ref(0)
+        out.append(repr(r))
+        r[...] = 5
+        out += [repr(r), str(r), repr(r[...])]
+        r = m.new_ref(0.)
+        r[...] += 3.
+        out += [repr(r), repr(r[...])]
+        r = m.new_ref(0)
+
+        @m.jit
+        def f(r):
+            r[...] += 1
+
+        f(r)
+        out += [repr(r), repr(r[...])]
+        r = m.new_ref(0)
+
+        def body(c, x):
+            r[...] += x
+            return c, x * 2
+
+        m.lax.scan(body, 0, jnp.arange(10))
+        out += [repr(r), str(m.typeof(r))]
         return out
 
     f, j = _both(program)
