@@ -99,3 +99,16 @@ def test_repr_of_a_written_ref_of_a_weakly_typed_value():
 
     f, j = _both(program)
     assert f == j
+
+
+def test_single_device_sharding_takes_memory_kind():
+    # docs/notebooks/host-offloading: SingleDeviceSharding(device, memory_kind="device")
+    def program(m):
+        dev = m.devices()[0]
+        s = m.sharding.SingleDeviceSharding(dev, memory_kind="device")
+        x = m.device_put(np.arange(4.0), s)
+        return [repr(s), s.memory_kind, s == m.sharding.SingleDeviceSharding(dev), x.sharding.memory_kind,
+                np.asarray(m.jit(lambda v: v + 1, out_shardings=s)(x)).tolist()]
+
+    f, j = _both(program)
+    assert f == j
