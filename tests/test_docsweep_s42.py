@@ -4,6 +4,7 @@ that once behaved differently under ftrans, each reduced to the construct and ru
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -109,6 +110,22 @@ def test_single_device_sharding_takes_memory_kind():
         x = m.device_put(np.arange(4.0), s)
         return [repr(s), s.memory_kind, s == m.sharding.SingleDeviceSharding(dev), x.sharding.memory_kind,
                 np.asarray(m.jit(lambda v: v + 1, out_shardings=s)(x)).tolist()]
+
+    f, j = _both(program)
+    assert f == j
+
+
+def test_repr_of_the_literals_of_a_jaxpr():
+    # docs/notebooks/Writing_custom_interpreters_in_Jax: printing eqn.invars of make_jaxpr(lambda x: x + 1)(5)
+    # shows JAX's Literal(TypedInt(1, dtype=int32)) for a Python int; floats and typed scalars print their value
+    def program(m):
+        jnp = m.numpy
+        out = []
+        for f, a in [(lambda x: x + 1, 5), (lambda x: x * 2.0, 1.0), (lambda x: x + 1, jnp.float32(1)),
+                     (lambda x: x + jnp.int32(3), 5), (lambda x: x > 0, 1.0), (lambda x: x - 7, jnp.int32(2))]:
+            eqn = [q for q in m.make_jaxpr(f)(a).eqns if len(q.invars) > 1][0]
+            out.append((re.sub(r"id=\d+", "id=?", repr(eqn.invars)), str(eqn.invars[1].aval)))
+        return out
 
     f, j = _both(program)
     assert f == j
