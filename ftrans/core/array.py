@@ -380,6 +380,8 @@ class Array(ArrayMixin):
         from ftrans.core.layout import Format, default_layout
 
         lay = self.__dict__.get("_laid_layout")
+        if lay is not None and lay.tiling is None:  # read back from the buffer, as JAX's: untiled is ``()``
+            lay = lay.update(tiling=())
         return Format(default_layout(len(self.shape)) if lay is None else lay, self.sharding)
 
 

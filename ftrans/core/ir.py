@@ -50,6 +50,10 @@ class Literal:
         self.aval = aval
 
     def __repr__(self) -> str:
+        a = self.aval
+        if getattr(a, "weak_type", False) and not getattr(a, "shape", ()) and getattr(a, "dtype", None) is not None \
+                and a.dtype.kind == "i":  # a Python int: JAX holds it as a ``TypedInt``, which prints so
+            return f"Literal(TypedInt({int(self.val)}, dtype={a.dtype.name}))"
         return f"Literal({self.val})"  # as JAX's: the value as printed (``Literal(1.0)``)
 
     def str_short(self) -> str:

@@ -230,7 +230,7 @@ class Ref:
     written value must have the indexed part's shape and the ref's dtype exactly."""
 
     __slots__ = ("_value", "_aval", "_scope", "_level", "_home", "_freed", "_origin", "_arg_name", "_kind",
-                 "_binder", "_key_impl", "__weakref__")
+                 "_binder", "_key_impl", "_written", "__weakref__")
 
     def __init__(self, value: Any, aval: ShapedArray, origin: str, arg_name: str | None = None,
                  kind: str | None = None):
@@ -238,6 +238,7 @@ class Ref:
         with _count_lock:
             created += 1
         self._value = value
+        self._written = False  # JAX's buffer of a written ref is strongly typed: its repr drops weak_type
         self._aval = aval
         self._scope = _current()
         self._level = _depth()
@@ -335,6 +336,7 @@ class Ref:
         if aval_of(v).weak_type != self._aval.weak_type:
             v = _with_weak(v, self._aval.weak_type)
         self._value = v
+        self._written = True
 
     def _coerce(self, x: Any, shape: tuple, what: str) -> Any:
         if isinstance(x, Ref):
@@ -465,6 +467,8 @@ class Ref:
             r = repr(_as_keys(self._key_impl, v))
             return "Ref" + r[len("Array"):] if r.startswith("Array(") else f"Ref({r})"
         r = repr(v)
+        if self._written and r.endswith(", weak_type=True)"):  # as JAX's: the written buffer is strong
+            r = r[:-len(", weak_type=True)")] + ")"
         return "Ref" + r[len("Array"):] if r.startswith("Array(") else f"Ref({r})"
 
     def __hash__(self) -> int:

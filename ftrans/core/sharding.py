@@ -603,8 +603,10 @@ class Sharding:
 class SingleDeviceSharding(Sharding):
     """The whole array on ``device``."""
 
-    def __init__(self, device: Any):
+    def __init__(self, device: Any, *, memory_kind: str | None = None):
         self._device = device
+        if memory_kind is not None:  # JAX's keyword; only the device's default memory is placed in
+            self.memory_kind = memory_kind
 
     @property
     def device_set(self) -> set:

@@ -2399,6 +2399,30 @@ def _long_type(a: Any) -> str:
     return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
 
 
+def check_laid_layouts(leaves: list, layouts: Any, names: Any) -> None:
+    """A committed argument put in another layout than a compiled program takes (``device_put`` with a
+    ``Format``, or an output of a program compiled for one): JAX's ValueError, as for shardings (a compiled
+    program moves no committed argument; docs/notebooks/layout). ``layouts`` None: XLA's default ones."""
+    errors = []
+    for k, x in enumerate(leaves):
+        have = getattr(x, "__dict__", None)
+        have = have.get("_laid_layout") if have else None
+        if have is None or not getattr(x, "committed", False):
+            continue
+        lay = layouts[k] if layouts is not None and k < len(layouts) else None
+        want = default_layout(len(x.shape)) if lay is None else lay
+        if tuple(have.major_to_minor) != tuple(want.major_to_minor):
+            name = names[k] if names is not None and k < len(names) else f"args[{k}]"
+            errors.append(f"Argument {name} with shape {_long_type(x.aval)}:\n  Passed layout: {have}\n"
+                          f"  Required layout: {want}")
+    if errors:
+        n = len(errors)
+        which = f"the {n} mismatches" if n < 5 else f"5 mismatches out of {n}"
+        raise FtransValueError(
+            "Computation was compiled for input layouts that disagree with the layouts of arguments passed to "
+            f"it. Here are {which}:\n" + "\n".join(errors[:5]))
+
+
 class Compiled:
     """A compiled executable for fixed argument types; call it with arguments of those types."""
 
@@ -2418,6 +2442,7 @@ class Compiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:  # an API boundary (traceback_util), free until an exception leaves
             leaves = self._checked_leaves(args, kwargs, self._closed.in_avals)
+            check_laid_layouts(leaves, None, self._names)
             if _call_guard and _config_mod.config.no_execution:
                 raise _no_execution_error(self._exe.name)
             outs = self._exe(*_select(leaves, self._kept))

@@ -39,7 +39,7 @@ from ftrans.core.sharding_rules import typed_aval
 from ftrans.errors import FtransRuntimeError as _FtransRuntimeError
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering.spmd import SpmdExecutable
-from ftrans.transforms.jit import GENERAL_PATH, Compiled, LoweredText
+from ftrans.transforms.jit import GENERAL_PATH, Compiled, LoweredText, check_laid_layouts
 
 
 class _DeviceAssignmentError(FtransValueError, RuntimeError):
@@ -1125,6 +1125,12 @@ class ShardedCompiled(Compiled):
             raise FtransValueError(
                 "Computation was compiled for input shardings that disagree with the shardings of arguments "
                 f"passed to it. Here are {which}:\n" + "\n".join(errors[:5]))
+        self._check_laid_layouts(leaves)
+
+    def _check_laid_layouts(self, leaves: list) -> None:
+        k0 = len(self._exe.const_bufs)
+        check_laid_layouts(leaves, self._exe.in_layouts[k0:] if self._exe.in_layouts is not None else None,
+                           self._names)
 
     @property
     def in_tree(self) -> Any:

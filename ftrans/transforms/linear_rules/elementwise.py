@@ -68,14 +68,21 @@ def _reduce_precision_t(ct: Any, x: Any, **params: Any) -> list:
     return [E.reduce_precision_p.bind(ct, **params)]
 
 
+def _strong_zeros(ct: Any) -> Any:
+    # JAX pairs the cotangent with a NumPy zero (never weakly typed), so the complex cotangent is strong
+    # even where ``ct`` is weak (``grad`` of a function of a Python complex's real part)
+    aval = _aval_of(ct)
+    return zeros(aval.update(weak_type=False) if getattr(aval, "weak_type", False) else aval)
+
+
 @register_transpose(E.real_p)
 def _real_t(ct: Any, x: Any) -> list:
-    return [E.complex_p.bind(ct, zeros(_aval_of(ct)))]
+    return [E.complex_p.bind(ct, _strong_zeros(ct))]
 
 
 @register_transpose(E.imag_p)
 def _imag_t(ct: Any, x: Any) -> list:
-    return [E.complex_p.bind(zeros(_aval_of(ct)), E.neg_p.bind(ct))]
+    return [E.complex_p.bind(_strong_zeros(ct), E.neg_p.bind(ct))]
 
 
 @register_transpose(E.complex_p)
