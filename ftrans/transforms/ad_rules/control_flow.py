@@ -575,7 +575,9 @@ def _while_split(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, nb: 
         return [True] * n, None, None
     if not any(carry_unk):
         return carry_unk, cond_jaxpr, body_jaxpr
-    k, _, _, n_res = partial_eval_jaxpr(body_jaxpr, bc_unk + carry_unk)
+    # An unknown carry whose body output happens to be known (it does not read the unknown values) still
+    # comes out of the unknown half: the known loop carries the known carries only.
+    k, _, _, n_res = partial_eval_jaxpr(body_jaxpr, bc_unk + carry_unk, instantiate=carry_unk)
     n_out = len(k.jaxpr.outvars) - n_res
     kj, _ = dce_jaxpr(k.jaxpr, [True] * n_out + [False] * n_res)
     known_body = ClosedJaxpr(kj, k.consts)
@@ -654,7 +656,7 @@ def _split_while_rev(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, 
 
     n_slots = 2 * ((config.while_checkpoints + 1) // 2)  # even, so thinning halves it exactly
     bc_unk = unk[nc:nc + nb]
-    kfull, ubody, _, n_res = partial_eval_jaxpr(body_jaxpr, bc_unk + carry_unk)
+    kfull, ubody, _, n_res = partial_eval_jaxpr(body_jaxpr, bc_unk + carry_unk, instantiate=carry_unk)
     k_avals = [a for a, u in zip(body_jaxpr.out_avals, carry_unk) if not u]
     nk = len(k_avals)
     nkb = sum(not u for u in bc_unk)
