@@ -443,6 +443,7 @@ def gen_case(c: Chooser):
 # Checking
 
 REVERSE_WHILE = "Reverse-mode differentiation does not work for lax.while_loop"
+REVERSE_LIN = "linearized lax.while_loop's tangent function"
 TOL = {np.dtype(np.float32): (2e-4, 2e-5), np.dtype(np.float64): (1e-9, 1e-11)}
 
 
@@ -499,7 +500,12 @@ def check(prog, stack, x, s):
                                                 f"jax {type(want).__name__}: {want}"
             return
         raise AssertionError(f"{what}: jax raises {type(want).__name__}: {want}; ftrans does not")
-    got = stacked(prog, stack, FT)(x, s)
+    try:
+        got = stacked(prog, stack, FT)(x, s)
+    except ValueError as err:
+        if kind == "unrolled" and REVERSE_LIN in str(err):
+            return  # beyond ftrans's reverse mode of while (docs/differences.md); jax raises ValueError too
+        raise
     compare(got, want, what)
 
 
@@ -522,7 +528,7 @@ def _signature(err):
     return f"{type(err).__name__}: {msg[:160]}"
 
 
-def main(seed: int, count: int, per_case_s: int = 60):
+def main(seed: int, count: int, per_case_s: int = 25):
     import signal
     import sys
     import traceback
@@ -536,6 +542,7 @@ def main(seed: int, count: int, per_case_s: int = 60):
     signal.signal(signal.SIGALRM, alarm)
     rng = np.random.default_rng(seed)
     failures: dict = {}
+    counts: dict = {}
     for n in range(count):
         case = gen_case(Chooser(rng=rng))
         signal.alarm(per_case_s)
@@ -543,6 +550,7 @@ def main(seed: int, count: int, per_case_s: int = 60):
             check(*case)
         except Exception as err:  # noqa: BLE001
             key = _signature(err)
+            counts[key] = counts.get(key, 0) + 1
             if key not in failures:
                 tb = traceback.format_exc().splitlines()[-12:]
                 failures[key] = (case, tb)
@@ -551,8 +559,10 @@ def main(seed: int, count: int, per_case_s: int = 60):
         finally:
             signal.alarm(0)
         if n % 50 == 0:
-            print(f"[{n}] distinct failures: {len(failures)}", file=sys.stderr, flush=True)
+            print(f"[{n}] distinct failures: {len(failures)} {sorted(counts.values())}", file=sys.stderr, flush=True)
     print(f"done {count}; distinct failures: {len(failures)}")
+    for key, k in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print(f"{k:5d}  {key}")
 
 
 if __name__ == "__main__":
@@ -600,3 +610,44 @@ def test_vmap_grad_of_while_whose_body_ignores_its_differentiated_carry():
     got = ftrans.vmap(ftrans.linearize(ftrans.grad(_fori_traced_bounds(FT, False), 1), XB[0], s)[1],
                       (0, None))(XB, s)
     compare(got, want)
+
+
+def _while_in_body(ns, unrolled):
+    jnp = ns.np
+
+    def f(x):
+        def body(c):
+            i, v = c
+            return i + 1, jnp.tanh(x + v * 0.5)
+
+        def cond(c):
+            return (c[0] < 3) & (jnp.sum(c[1]) < 2.0)
+
+        c = (jnp.int32(0), x)
+        if unrolled:
+            for _ in range(3):
+                go = cond(c)
+                c = jax.tree_util.tree_map(lambda a, b: jnp.where(go, a, b), body(c), c)
+            return jnp.sum(c[1])
+        return jnp.sum(ns.lax.while_loop(cond, body, c)[1])
+
+    return f
+
+
+def test_grad_of_checkpointed_while_loop():
+    # The checkpoint's transpose splits its body by linearity again: the while_lin in it must stay whole
+    # (with its backward loop), not be rebuilt as a plain call that cannot be transposed.
+    x = XB[1]
+    want = jax.grad(_while_in_body(JX, True))(x)
+    for policy in (None, ftrans.checkpoint_policies.nothing_saveable, ftrans.checkpoint_policies.everything_saveable):
+        f = ftrans.checkpoint(_while_in_body(FT, False), policy=policy)
+        compare(ftrans.grad(f)(x), want, f"{policy}")
+        compare(ftrans.jit(ftrans.grad(f))(x), want, f"jit {policy}")
+    want = jax.value_and_grad(lambda x: jnp_vmap_sum(JX, x))(x)
+    compare(ftrans.value_and_grad(lambda x: jnp_vmap_sum(FT, x))(x), want)
+
+
+def jnp_vmap_sum(ns, x):
+    f = _while_in_body(ns, ns is JX)
+    g = f if ns is JX else ns.api.checkpoint(f)
+    return ns.np.sum(ns.api.vmap(g)(ns.np.stack([x, -x, x * 0.5])))

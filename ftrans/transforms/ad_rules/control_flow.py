@@ -912,6 +912,21 @@ partial_eval_rules[while_p] = _while_partial_eval
 partial_eval_jaxpr_rules[while_p] = _while_split_eqn
 
 
+def _while_lin_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn | None, JaxprEqn, list[bool]]:
+    """A ``while_lin`` in a body split again (a ``checkpoint`` body split by linearity for its transpose, or
+    by its policy): with its residuals known it stays whole on the unknown side, keeping the ``bwd`` its
+    transpose is (the generic call split would rebuild it without one, leaving it untransposable)."""
+    n_res = eqn.params["num_res"]
+    if any(unk_in[:n_res]):
+        from ftrans.transforms.ad_rules.calls import _call_split
+
+        return _call_split(while_lin_p)(eqn, unk_in)
+    return None, eqn, [True] * len(eqn.outvars)
+
+
+partial_eval_jaxpr_rules[while_lin_p] = _while_lin_split_eqn
+
+
 # ----------------------------------------------------------------------------
 # custom_linear_solve: implicit differentiation at the solution
 #
