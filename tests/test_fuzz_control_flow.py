@@ -35,6 +35,7 @@ from types import SimpleNamespace
 import jax
 import jax.numpy as jjnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -651,3 +652,21 @@ def jnp_vmap_sum(ns, x):
     f = _while_in_body(ns, ns is JX)
     g = f if ns is JX else ns.api.checkpoint(f)
     return ns.np.sum(ns.api.vmap(g)(ns.np.stack([x, -x, x * 0.5])))
+
+
+def test_vmap_of_jvp_of_custom_vjp_raises_jaxs_type_error():
+    # A forward-mode tangent of a custom_vjp function under vmap (vmap(jvp), jacfwd inside a cond or a
+    # checkpoint) raises jax's TypeError, not NotImplementedError from custom_lin's missing batching rule.
+    xb = XB[:2]
+
+    def progs(ns):
+        return [lambda x: ns.cv(x, x),
+                ns.api.checkpoint(lambda x: ns.cv(x, x)),
+                lambda x: ns.lax.cond(x.sum() > 0, lambda x: ns.cv(x, x), lambda x: x, x)]
+
+    for f, g in zip(progs(JX), progs(FT)):
+        for ns, h in ((JX, f), (FT, g)):
+            with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+                ns.api.vmap(lambda x: ns.api.jvp(h, (x,), (x,)))(xb)
+            with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+                ns.api.vmap(ns.api.jacfwd(h))(xb)
