@@ -477,14 +477,15 @@ def compare(got, want, what=""):
 
 def run_jax(prog, stack, x, s):
     """jax's result, or the exception it raises; reverse-mode through while falls back to unrolled loops."""
+    # jax jitted: one compile instead of its eager op-by-op dispatch, which is what made cases slow
     try:
-        return "ok", stacked(prog, stack, JX)(x, s)
+        return "ok", jax.jit(stacked(prog, stack, JX))(x, s)
     except ValueError as err:
         if REVERSE_WHILE not in str(err):
             return "err", err
     except Exception as err:  # noqa: BLE001 - the error type is what gets compared
         return "err", err
-    return "unrolled", stacked(prog, stack, JX, unroll_loops=True)(x, s)
+    return "unrolled", jax.jit(stacked(prog, stack, JX, unroll_loops=True))(x, s)
 
 
 def check(prog, stack, x, s):
