@@ -706,6 +706,13 @@ def test_reverse_mode_of_while_loop_works():
         jax.grad(loop(jlax, jnp))(np.float32(0.3))
     want = jax.grad(lambda x: jlax.fori_loop(0, 5, lambda i, y: jnp.sin(y), x))(np.float32(0.3))
     np.testing.assert_allclose(ftrans.grad(loop(flax, fnp))(np.float32(0.3)), want, rtol=1e-6)
+    np.testing.assert_allclose(ftrans.grad(ftrans.checkpoint(loop(flax, fnp)))(np.float32(0.3)), want, rtol=1e-6)
+    # the tangent function of a linearized loop is not reverse-differentiable, in either
+    x0 = np.float32(0.3)
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work for lax.while_loop"):
+        jax.grad(lambda x: jax.linearize(loop(jlax, jnp), x)[1](x))(x0)
+    with pytest.raises(ValueError, match="linearized lax.while_loop's tangent function"):
+        ftrans.grad(lambda x: ftrans.linearize(loop(flax, fnp), x)[1](x))(x0)
 
 
 def test_tail_recursion_through_cond_is_a_loop():

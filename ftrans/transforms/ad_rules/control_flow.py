@@ -575,7 +575,9 @@ def _while_split(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, nb: 
         return [True] * n, None, None
     if not any(carry_unk):
         return carry_unk, cond_jaxpr, body_jaxpr
-    k, _, _, n_res = partial_eval_jaxpr(body_jaxpr, bc_unk + carry_unk)
+    # An unknown carry whose body output happens to be known (it does not read the unknown values) still
+    # comes out of the unknown half: the known loop carries the known carries only.
+    k, _, _, n_res = partial_eval_jaxpr(body_jaxpr, bc_unk + carry_unk, instantiate=carry_unk)
     n_out = len(k.jaxpr.outvars) - n_res
     kj, _ = dce_jaxpr(k.jaxpr, [True] * n_out + [False] * n_res)
     known_body = ClosedJaxpr(kj, k.consts)
@@ -654,7 +656,7 @@ def _split_while_rev(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, 
 
     n_slots = 2 * ((config.while_checkpoints + 1) // 2)  # even, so thinning halves it exactly
     bc_unk = unk[nc:nc + nb]
-    kfull, ubody, _, n_res = partial_eval_jaxpr(body_jaxpr, bc_unk + carry_unk)
+    kfull, ubody, _, n_res = partial_eval_jaxpr(body_jaxpr, bc_unk + carry_unk, instantiate=carry_unk)
     k_avals = [a for a, u in zip(body_jaxpr.out_avals, carry_unk) if not u]
     nk = len(k_avals)
     nkb = sum(not u for u in bc_unk)
@@ -908,6 +910,21 @@ def _while_split_eqn_whole(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn,
 
 partial_eval_rules[while_p] = _while_partial_eval
 partial_eval_jaxpr_rules[while_p] = _while_split_eqn
+
+
+def _while_lin_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn | None, JaxprEqn, list[bool]]:
+    """A ``while_lin`` in a body split again (a ``checkpoint`` body split by linearity for its transpose, or
+    by its policy): with its residuals known it stays whole on the unknown side, keeping the ``bwd`` its
+    transpose is (the generic call split would rebuild it without one, leaving it untransposable)."""
+    n_res = eqn.params["num_res"]
+    if any(unk_in[:n_res]):
+        from ftrans.transforms.ad_rules.calls import _call_split
+
+        return _call_split(while_lin_p)(eqn, unk_in)
+    return None, eqn, [True] * len(eqn.outvars)
+
+
+partial_eval_jaxpr_rules[while_lin_p] = _while_lin_split_eqn
 
 
 # ----------------------------------------------------------------------------

@@ -273,9 +273,12 @@ def _custom_vjp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: An
     return outs, out_dims
 
 
-mark_unsupported(custom_lin_p, "batching",
-                 "custom_lin only appears inside linearized programs, which vmap batches through the "
-                 "custom_vjp call (its bwd runs on batched values)")
+@register_batching(custom_lin_p)
+def _custom_lin_batch(vals: list, dims: list, *, frame: Any, name: str, **_: Any) -> tuple[Any, Any]:
+    """Batching a ``custom_lin`` means a forward-mode tangent of a ``custom_vjp`` function is being computed
+    (``vmap(jvp(f))``, ``jacfwd``): the error of evaluating it, JAX's ``TypeError``.  (Linearized programs
+    vmap batches through the ``custom_vjp`` call, never through its ``custom_lin``.)"""
+    raise C.no_forward_error(name)
 
 
 def _install(prim: C.CallPrimitive) -> None:

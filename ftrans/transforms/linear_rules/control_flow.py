@@ -201,9 +201,12 @@ def _while_lin_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, bwd: Any, nu
     """The backward loop ``bwd`` built when the ``while`` was linearized (ad_rules/control_flow.py)."""
     res, lin = list(args[:num_res]), list(args[num_res:])
     if bwd is None or any(is_undefined(r) for r in res):
-        raise NotImplementedError(
-            "transposing a while_lin derived by another transform (jvp, vmap or partial evaluation of a "
-            "linearized while_loop) is not supported; differentiate the original while_loop instead")
+        # JAX raises ValueError for reverse mode of any while_loop; ftrans's extension covers the loop itself,
+        # not a tangent loop another transform derived (grad of linearize's jvp function, say).
+        raise FtransValueError(
+            "reverse-mode differentiation of a linearized lax.while_loop's tangent function, once another "
+            "transform (jvp, vmap, partial evaluation) has rewritten it, is not supported; differentiate the "
+            "original while_loop instead (grad of the function itself works)")
     outs = [instantiate(Zero(tangent_aval(av)) if type(c) is Zero else c)
             for c, av in zip(cts, jaxpr.out_avals)]
     in_cts = bwd(res, outs)
