@@ -1044,6 +1044,25 @@ def test_ref_buffer_pointer_changes_when_a_jitted_function_writes():
     assert j_same and not f_same  # docs/differences.md, "Mutable array references"
 
 
+def test_donated_argument_may_go_to_a_closed_over_refs_new_value():
+    def run(mod, np_mod):
+        r = mod.new_ref(np_mod.zeros(3))
+
+        def f(x, y):
+            r[...] += y
+            return x * 2
+
+        x, y = np_mod.arange(3.0), np_mod.ones(3)
+        out = mod.jit(f, donate_argnums=(0, 1))(x, y)
+        return np.asarray(out), np.asarray(r[...]), x.is_deleted(), y.is_deleted()
+
+    f_, j_ = run(ftrans, fnp), run(jax, jnp)
+    np.testing.assert_allclose(f_[0], j_[0])
+    np.testing.assert_allclose(f_[1], j_[1])
+    assert f_[2] and j_[2]
+    assert f_[3] and not j_[3]  # docs/differences.md, "Mutable array references"
+
+
 # ---------------------------------------------------------------- error checking (docs/differences.md)
 def test_error_state_exists_before_the_first_traced_check():
     import subprocess

@@ -1,0 +1,187 @@
+"""Small mismatches with JAX, each checked against jax on the same inputs:
+
+* a jitted function that threads refs (closed over, or jnp's error state it touched) runs a twin program;
+  the twin donates exactly the user's donated arguments (it had donated none), and ``Compiled`` calls (with
+  or without refs) delete the inputs they donated, as ``jit``'s calls do;
+* eager ``shard_map`` results under ``jax_remove_size_one_mesh_axis_from_type`` carry the sharding JAX gives;
+* ``lax.convert_element_type`` to a 64-bit dtype with x64 off warns as JAX's does (ftrans's own callers
+  narrow quietly).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+
+LIBS = [(ftrans, fjnp), (jax, jjnp)]
+
+
+def _both(scenario):
+    return scenario(ftrans, fjnp), scenario(jax, jjnp)
+
+
+def _run(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``: (its result as NumPy, which array arguments are deleted after, warnings)."""
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    arrays = [a for a in list(args) + list(kwargs.values()) if hasattr(a, "is_deleted")]
+    msgs = [str(m.message) for m in w if "donated" in str(m.message)]
+    return jax.tree_util.tree_map(np.asarray, out), [a.is_deleted() for a in arrays], msgs
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. donation through refs' twin programs
+
+
+def _closing_over_a_ref(lib, jnp, how):
+    r = lib.new_ref(jnp.zeros(3))
+
+    def f(x, y):
+        r[...] += y
+        return x * 2
+
+    def fs(n, x):
+        r[...] += x
+        return x * n
+
+    x, y = jnp.arange(3.0), jnp.ones(3)
+    if how == "argnums":
+        got = _run(lib.jit(f, donate_argnums=0), x, y)
+    elif how == "argnames":
+        got = _run(lib.jit(f, donate_argnames="x"), x, y)
+    elif how == "argnames_kw":
+        got = _run(lib.jit(f, donate_argnames="y"), x, y=y)
+    elif how == "static":
+        got = _run(lib.jit(fs, static_argnums=0, donate_argnums=1), 2, x)
+    elif how == "compiled":
+        c = lib.jit(f, donate_argnums=0).lower(x, y).compile()
+        assert c.donate_argnums == (0,)
+        x2 = jnp.arange(3.0)
+        got = _run(c, x2, y)
+    elif how == "twice":  # the twin exists already: the second call donates too
+        g = lib.jit(f, donate_argnums=0)
+        g(jnp.arange(3.0), y)
+        got = _run(g, x, y)
+    return got, np.asarray(r[...])
+
+
+@pytest.mark.parametrize("how", ["argnums", "argnames", "argnames_kw", "static", "compiled", "twice"])
+def test_jit_of_a_function_closing_over_a_ref_donates_its_donated_arguments(how):
+    (fo, fdel, fw), fr = _closing_over_a_ref(ftrans, fjnp, how)
+    (jo, jdel, jw), jr = _closing_over_a_ref(jax, jjnp, how)
+    np.testing.assert_allclose(fo, jo)
+    np.testing.assert_allclose(fr, jr)
+    assert fdel == jdel
+    assert any(fdel)
+    assert fw == jw == []
+
+
+def test_donated_argument_of_a_ref_threading_function_is_gone_after_the_call():
+    r = ftrans.new_ref(fjnp.zeros(3))
+
+    @ftrans.jit
+    def bump(x):
+        r[...] += x
+        return x + 1
+
+    g = ftrans.jit(bump.__wrapped__, donate_argnums=0)
+    x = fjnp.arange(3.0)
+    out = g(x)
+    assert x.is_deleted()
+    with pytest.raises(RuntimeError, match="deleted"):
+        np.asarray(x)
+    np.testing.assert_allclose(np.asarray(out), [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(np.asarray(r[...]), [0.0, 1.0, 2.0])
+
+
+def test_functions_that_touched_jnps_error_state_still_donate():
+    """jnp's NaN checks leave the error state (a ref) in a function's store: its later calls run the twin,
+    which must donate as the plain program did."""
+    from ftrans.numpy import error as ferr
+
+    g = ftrans.jit(lambda a: fjnp.log(a) * 2, donate_argnums=0)
+    x = fjnp.arange(1.0, 4.0)
+    with ferr.error_checking_behavior(nan="raise"):
+        out = g(x)
+    assert x.is_deleted()
+    x = fjnp.arange(1.0, 4.0)
+    out = g(x)  # checks off again: the twin still threads the error state
+    assert x.is_deleted()
+    np.testing.assert_allclose(np.asarray(out), np.log(np.arange(1.0, 4.0)) * 2, rtol=1e-6)
+
+    jg = jax.jit(lambda a: jjnp.log(a) * 2, donate_argnums=0)
+    jx = jjnp.arange(1.0, 4.0)
+    jg(jx)
+    assert jx.is_deleted()
+
+
+def test_unusable_donation_warns_through_a_twin_as_through_the_plain_program():
+    """A donated argument no output can take warns with the plain path's words, ref or not (the argument
+    not read is pruned, so not warned about, as in JAX)."""
+    r = ftrans.new_ref(fjnp.zeros(()))
+
+    def f(x, y):
+        r[...] += 1.0
+        return x.sum()
+
+    def plain(x, y):
+        return x.sum()
+
+    _, fdel, fw = _run(ftrans.jit(f, donate_argnums=(0, 1)), fjnp.arange(3.0), fjnp.ones(4))
+    _, pdel, pw = _run(ftrans.jit(plain, donate_argnums=(0, 1)), fjnp.arange(3.0), fjnp.ones(4))
+    _, jdel, jw = _run(jax.jit(plain, donate_argnums=(0, 1)), jjnp.arange(3.0), jjnp.ones(4))
+    assert fdel == pdel == jdel == [False, False]
+    assert len(fw) == len(pw) == len(jw) == 1
+    assert "Some donated buffers were not usable: float32[3]" in fw[0]
+    assert fw[0].replace("jit(f)", "") == pw[0].replace("jit(plain)", "")
+
+
+def test_compiled_call_deletes_donated_inputs_as_jax():
+    """``jit(f, donate_argnums=...).lower(...).compile()(x)``: x is gone after the call, as in JAX (a host
+    array's device copy was donated, and the array kept)."""
+    def scenario(lib, jnp):
+        c = lib.jit(lambda x, y: (x * 2, y + 1), donate_argnums=0).lower(jnp.arange(3.0), 1.0).compile()
+        x = jnp.arange(3.0)
+        out, deleted, _ = _run(c, x, jnp.float32(1.0))
+        return out, deleted
+
+    (fo, fdel), (jo, jdel) = _both(scenario)
+    np.testing.assert_allclose(fo[0], jo[0])
+    assert fdel == jdel == [True, False]
+
+
+def test_sharded_jit_closing_over_a_ref_lowers_and_donates():
+    """``jit(f, in_shardings=..., donate_argnums=0).lower(x).compile()`` of a function closing over a ref:
+    lowered as its twin (it had raised an internal NeedsRef), donating x, as JAX."""
+    def scenario(lib, jnp):
+        from jax.sharding import PartitionSpec as JP
+
+        mesh = lib.make_mesh((2,), ("x",))
+        ns = lib.sharding.NamedSharding
+        P = lib.sharding.PartitionSpec if lib is ftrans else JP
+        s = ns(mesh, P("x"))
+        r = lib.new_ref(lib.device_put(jnp.zeros(4), ns(mesh, P())))
+
+        def f(x):
+            r[...] += x
+            return x * 2
+
+        g = lib.jit(f, donate_argnums=0, in_shardings=s, out_shardings=s)
+        x = lib.device_put(jnp.arange(4.0), s)
+        out1, del1, _ = _run(g, x)
+        x = lib.device_put(jnp.arange(4.0), s)
+        out2, del2, _ = _run(g.lower(x).compile(), x)
+        return out1, out2, del1, del2, np.asarray(r[...])
+
+    f_, j_ = _both(scenario)
+    for a, b in zip(f_, j_):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b))
+    assert f_[2] == f_[3] == [True]
