@@ -185,3 +185,72 @@ def test_sharded_jit_closing_over_a_ref_lowers_and_donates():
     for a, b in zip(f_, j_):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b))
     assert f_[2] == f_[3] == [True]
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. eager shard_map results' shardings (and under jax_remove_size_one_mesh_axis_from_type)
+
+_SPECS = [(("x", "y"), ("x", "y")), (("y", "x"), ("y", "x")), ((("x", "y"),), (("x", "y"),)), (("x", "y"), ("x",)),
+          (("x", None), ("x", "y")), (("x", "y"), (("x", "y"),)), (("y",), ("y",)), ((), ())]
+
+
+def _shard_map_result(lib, jnp_, mesh_shape, types, ins, outs, jit, remove, how, axis_names=None):
+    if lib is ftrans:
+        from ftrans.sharding import AxisType as T
+        from ftrans.sharding import NamedSharding as NS
+        from ftrans.sharding import P as Pc
+    else:
+        from jax.sharding import AxisType as T
+        from jax.sharding import NamedSharding as NS
+        from jax.sharding import PartitionSpec as Pc
+    mesh = lib.make_mesh(mesh_shape, ("x", "y"), axis_types=(getattr(T, types),) * 2)
+    ins, outs = Pc(*ins), Pc(*outs)
+    before = lib.config.read("jax_remove_size_one_mesh_axis_from_type") if lib is ftrans else \
+        jax.config.jax_remove_size_one_mesh_axis_from_type
+    try:
+        if how == "update":  # (ftrans: the body runs device by device; a scoped option stages it)
+            lib.config.update("jax_remove_size_one_mesh_axis_from_type", remove)
+            ctx = lib.set_mesh(mesh)
+        else:
+            ctx = lib.remove_size_one_mesh_axis_from_type(remove)
+        with ctx, lib.set_mesh(mesh):
+            arr = lib.device_put(np.arange(16.0).reshape(8, 2), NS(mesh, ins))
+            kw = {} if axis_names is None else {"axis_names": axis_names}
+            f = lib.shard_map(lambda x: x * 2, mesh=mesh, in_specs=ins, out_specs=outs, **kw)
+            out = lib.jit(f)(arr) if jit else f(arr)
+            typed = str(lib.typeof(out).sharding.spec) if types == "Explicit" else None
+            return str(out.sharding.spec), typed, np.asarray(out)
+    finally:
+        lib.config.update("jax_remove_size_one_mesh_axis_from_type", before)
+
+
+@pytest.mark.parametrize("how", ["context", "update"])
+@pytest.mark.parametrize("types", ["Explicit", "Auto"])
+@pytest.mark.parametrize("mesh_shape", [(2, 1), (1, 2)])
+def test_shard_map_result_sharding_with_size_one_axes_like_jax(mesh_shape, types, how):
+    """Eager: the out_specs entry as written (JAX's), whatever the option; jitted: the type's."""
+    for (ins, outs), jit in [(io, False) for io in _SPECS] + [(_SPECS[0], True), (_SPECS[2], True)]:
+        for remove in (False, True):
+            args = (mesh_shape, types, ins, outs, jit, remove, how)
+            try:
+                want = _shard_map_result(jax, jjnp, *args)
+            except ValueError:  # out_specs that need a replication the body does not have
+                with pytest.raises(ValueError):
+                    _shard_map_result(ftrans, fjnp, *args)
+                continue
+            got = _shard_map_result(ftrans, fjnp, *args)
+            assert got[:2] == want[:2], args
+            np.testing.assert_array_equal(got[2], want[2])
+
+
+@pytest.mark.parametrize("types", ["Explicit", "Auto"])
+@pytest.mark.parametrize("mesh_shape", [(2, 1), (1, 2)])
+def test_partially_manual_eager_shard_map_result_sharding_like_jax(mesh_shape, types, how="context"):
+    """Partially manual, outside jit, staged (a scoped option on): XLA's spec over Auto axes, the type's over
+    Explicit ones (as JAX's, which runs it as a jitted program)."""
+    for ins in [("x",), ("x", None), ()]:
+        for remove in (False, True):
+            args = (mesh_shape, types, ins, ins, False, remove, how, {"x"})
+            got, want = _shard_map_result(ftrans, fjnp, *args), _shard_map_result(jax, jjnp, *args)
+            assert got[:2] == want[:2], args
+            np.testing.assert_array_equal(got[2], want[2])
