@@ -1142,17 +1142,6 @@ def test_names_jax_011_removed_stay():
     assert flax.dce_sink_p.name == "dce_sink"
 
 
-def test_convert_element_type_to_64_bit_without_x64_is_quiet():
-    import warnings
-
-    x = np.ones(3, np.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert flax.convert_element_type(fnp.asarray(x), np.float64).dtype == np.float32
-        with pytest.raises(UserWarning, match="Explicitly requested dtype"):
-            jlax.convert_element_type(jnp.asarray(x), np.float64)
-
-
 def test_simplified_jaxpr_constants_only_change_the_printing():
     from jax._src import config as jconfig
 

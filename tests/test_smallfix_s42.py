@@ -254,3 +254,129 @@ def test_partially_manual_eager_shard_map_result_sharding_like_jax(mesh_shape, t
             got, want = _shard_map_result(ftrans, fjnp, *args), _shard_map_result(jax, jjnp, *args)
             assert got[:2] == want[:2], args
             np.testing.assert_array_equal(got[2], want[2])
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. lax.convert_element_type to a 64-bit dtype without x64
+
+
+def _warnings_of(fn):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = fn()
+    return out, [(m.category, str(m.message)) for m in w if "Explicitly requested" in str(m.message)]
+
+
+def _head(msg):
+    """A warning's text up to the point where ftrans's adds its own hint (JAX's words before it)."""
+    return msg.split(". To enable")[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, "float64", np.dtype("int64"), np.uint64, np.complex128])
+@pytest.mark.parametrize("where", ["eager", "jit", "vmap", "grad"])
+def test_convert_element_type_to_a_64_bit_dtype_warns_like_jax(dtype, where):
+    if where == "grad" and np.dtype(dtype).kind not in "fc":
+        pytest.skip("grad needs a float result")
+
+    def scenario(lib, jnp_):
+        def conv(a):
+            return lib.lax.convert_element_type(a, dtype)
+
+        x = jnp_.arange(3.0)
+
+        def fn():
+            if where == "jit":
+                return lib.jit(conv)(x)
+            if where == "vmap":
+                return lib.vmap(conv)(x)
+            if where == "grad":
+                return lib.grad(lambda a: jnp_.real(conv(a)).sum())(x)
+            return conv(x)
+
+        out, w = _warnings_of(fn)
+        return out.dtype, [(c, _head(m)) for c, m in w]
+
+    got, want = _both(scenario)
+    assert got[0] == want[0]
+    assert got[1] == want[1]
+    assert len(got[1]) == 1 and got[1][0][0] is UserWarning
+
+
+def test_convert_element_type_quiet_for_32_bit_and_python_types_and_with_x64():
+    for d in (np.float32, np.int32, float, int, complex, bool, "bfloat16"):
+        _, w = _warnings_of(lambda: ftrans.lax.convert_element_type(fjnp.arange(3.0), d))
+        _, jw = _warnings_of(lambda: jax.lax.convert_element_type(jjnp.arange(3.0), d))
+        assert w == jw == []
+    with ftrans.enable_x64(True):
+        out, w = _warnings_of(lambda: ftrans.lax.convert_element_type(fjnp.arange(3.0), np.float64))
+    assert out.dtype == np.float64 and w == []
+
+
+def test_convert_element_type_follows_explicit_x64_dtypes_like_jax():
+    x = np.arange(3.0, dtype=np.float32)
+    for mode in ("error", "allow"):
+        fbefore, jbefore = ftrans.config.read("jax_explicit_x64_dtypes"), jax.config.jax_explicit_x64_dtypes
+        ftrans.config.update("jax_explicit_x64_dtypes", mode)
+        jax.config.update("jax_explicit_x64_dtypes", mode)
+        try:
+            if mode == "error":
+                with pytest.raises(ValueError, match="Explicitly requested dtype float64 requested in "
+                                                     "convert_element_type is not available"):
+                    ftrans.lax.convert_element_type(fjnp.asarray(x), np.float64)
+                with pytest.raises(ValueError, match="Explicitly requested dtype float64 requested in "
+                                                     "convert_element_type is not available"):
+                    jax.lax.convert_element_type(jjnp.asarray(x), np.float64)
+            else:
+                f_, fw = _warnings_of(lambda: ftrans.lax.convert_element_type(fjnp.asarray(x), np.float64))
+                j_, jw = _warnings_of(lambda: jax.lax.convert_element_type(jjnp.asarray(x), np.float64))
+                assert f_.dtype == j_.dtype and fw == jw == []
+        finally:
+            ftrans.config.update("jax_explicit_x64_dtypes", fbefore)
+            jax.config.update("jax_explicit_x64_dtypes", jbefore)
+
+
+@pytest.mark.parametrize("case", ["asarray", "asarray_array", "scalar_type", "astype", "jnp_astype", "zeros",
+                                  "random_normal", "random_bits", "random_randint", "random_uniform"])
+def test_explicit_64_bit_requests_warn_once_in_jaxs_words(case):
+    """One warning per call, naming the function as JAX's does (asarray, not array; none for random's), and
+    no warning from ftrans's own conversions inside (random's samplers narrow quietly)."""
+    def scenario(lib, jnp_):
+        k = lib.random.key(0)
+        fn = {
+            "asarray": lambda: jnp_.asarray([1.0, 2.0], dtype=np.float64),
+            "asarray_array": lambda: jnp_.asarray(jnp_.arange(2.0), dtype=np.float64),
+            "scalar_type": lambda: jnp_.float64(1.5),
+            "astype": lambda: jnp_.arange(2.0).astype(np.float64),
+            "jnp_astype": lambda: jnp_.astype(jnp_.arange(2.0), "float64"),
+            "zeros": lambda: jnp_.zeros(3, np.float64),
+            "random_normal": lambda: lib.random.normal(k, (3,), dtype=np.float64),
+            "random_bits": lambda: lib.random.bits(k, (3,), dtype=np.uint64),
+            "random_randint": lambda: lib.random.randint(k, (3,), 0, 5, dtype=np.int64),
+            "random_uniform": lambda: lib.random.uniform(k, (3,), dtype=np.float64),
+        }[case]
+        out, w = _warnings_of(fn)
+        return np.asarray(out), [(c, _head(m)) for c, m in w]
+
+    got, want = _both(scenario)
+    assert got[0].dtype == want[0].dtype
+    if not case.startswith("random"):
+        np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1]
+    assert len(got[1]) == 1
+
+
+def test_ftrans_random_and_library_code_do_not_warn_without_x64():
+    """Code that never names a 64-bit dtype sees no warning from ftrans's own conversions."""
+    k = ftrans.random.key(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for fn in (lambda: ftrans.random.normal(k, (4,)), lambda: ftrans.random.uniform(k, (4,)),
+                   lambda: ftrans.random.randint(k, (4,), 0, 9), lambda: ftrans.random.bits(k, (4,)),
+                   lambda: ftrans.random.gamma(k, 2.0, (4,)), lambda: ftrans.random.poisson(k, 3.0, (4,)),
+                   lambda: ftrans.random.permutation(k, 5), lambda: ftrans.random.choice(k, 5, (3,)),
+                   lambda: ftrans.random.split(k), lambda: ftrans.random.fold_in(k, 3),
+                   lambda: ftrans.random.beta(k, 2.0, 3.0, (2,)), lambda: ftrans.random.t(k, 3.0, (2,)),
+                   lambda: ftrans.random.binomial(k, 5, 0.5, (2,)),
+                   lambda: ftrans.jit(lambda kk: ftrans.random.normal(kk, (2,)))(k),
+                   lambda: ftrans.random.PRNGKey(3), lambda: ftrans.random.key(2**40)):
+            fn()

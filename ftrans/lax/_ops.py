@@ -425,7 +425,19 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - JAX's names
 
 
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
-    """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result."""
+    """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result.
+
+    A 64-bit ``new_dtype`` without x64 is narrowed to its 32-bit type with JAX's warning (or error, per
+    ``jax_explicit_x64_dtypes``); ftrans's own code converts with ``convert_quiet``, which does not warn."""
+    if not _config.config.enable_x64:
+        dtypes.check_requested(new_dtype, "convert_element_type")
+    return convert_quiet(operand, new_dtype)
+
+
+def convert_quiet(operand: Any, new_dtype: Any) -> Any:
+    """``convert_element_type`` for ftrans's own callers: a 64-bit ``new_dtype`` without x64 narrows to its
+    32-bit type without JAX's warning (the user asked for nothing; functions that take a user's dtype check
+    it themselves, naming themselves, as JAX's do)."""
     if is_user_edtype(new_dtype) or is_user_edtype(getattr(operand, "dtype", None)):
         return _convert_edtype(operand, new_dtype)
     d = dtypes.kept_wide(new_dtype) or dtypes.to_dtype(new_dtype)

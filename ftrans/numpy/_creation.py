@@ -491,6 +491,8 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
         return lax.convert_element_type(a, dtype)
     if copy is False and not isinstance(a, (Array, Tracer)) and not is_foreign_array(a):
         _check_no_copy_needed(a, device)
+    if dtype is not None and dtypes.narrowed(dtype) is not None:  # JAX's warning names asarray, not array
+        dtype = _dtype_arg("asarray", dtype)
     return array(a, dtype=dtype, copy=bool(copy), order=order, device=device, out_sharding=out_sharding)
 
 
