@@ -380,3 +380,54 @@ def test_ftrans_random_and_library_code_do_not_warn_without_x64():
                    lambda: ftrans.jit(lambda kk: ftrans.random.normal(kk, (2,)))(k),
                    lambda: ftrans.random.PRNGKey(3), lambda: ftrans.random.key(2**40)):
             fn()
+
+
+_F64, _I64 = np.float64, np.int64
+_MORE = {
+    "lax.full": lambda lib, jnp_: lib.lax.full((2,), 1, _F64),
+    "lax.iota": lambda lib, jnp_: lib.lax.iota(_I64, 3),
+    "lax.broadcasted_iota": lambda lib, jnp_: lib.lax.broadcasted_iota(_I64, (2, 3), 1),
+    "lax.dot_general": lambda lib, jnp_: lib.lax.dot_general(jnp_.ones((2, 2)), jnp_.ones((2, 2)),
+                                                             (((1,), (0,)), ((), ())), preferred_element_type=_F64),
+    "lax.dot": lambda lib, jnp_: lib.lax.dot(jnp_.ones((2, 2)), jnp_.ones((2, 2)), preferred_element_type=_F64),
+    "lax.conv_general_dilated": lambda lib, jnp_: lib.lax.conv_general_dilated(
+        jnp_.ones((1, 1, 3)), jnp_.ones((1, 1, 2)), (1,), "VALID", preferred_element_type=_F64),
+    "lax.bitcast_convert_type": lambda lib, jnp_: lib.lax.bitcast_convert_type(jnp_.ones(2), _I64),
+    "jnp.dot": lambda lib, jnp_: jnp_.dot(jnp_.ones((2, 2)), jnp_.ones((2, 2)), preferred_element_type=_F64),
+    "jnp.dot_scalar": lambda lib, jnp_: jnp_.dot(2.0, jnp_.ones(2), preferred_element_type=_F64),
+    "jnp.vdot": lambda lib, jnp_: jnp_.vdot(jnp_.ones(2), jnp_.ones(2), preferred_element_type=_F64),
+    "jnp.matmul": lambda lib, jnp_: jnp_.matmul(jnp_.ones((3, 2, 2)), jnp_.ones((3, 2, 2)), preferred_element_type=_F64),
+    "jnp.einsum": lambda lib, jnp_: jnp_.einsum("ij,jk", jnp_.ones((2, 2)), jnp_.ones((2, 2)),
+                                                preferred_element_type=_F64),
+    "jnp.tensordot": lambda lib, jnp_: jnp_.tensordot(jnp_.ones((2, 2)), jnp_.ones((2, 2)),
+                                                      preferred_element_type=_F64),
+    "jnp.inner": lambda lib, jnp_: jnp_.inner(jnp_.ones(2), jnp_.ones(2), preferred_element_type=_F64),
+    "jnp.vecdot": lambda lib, jnp_: jnp_.vecdot(jnp_.ones(2), jnp_.ones(2), preferred_element_type=_F64),
+    "jnp.identity": lambda lib, jnp_: jnp_.identity(2, dtype=_F64),
+    "jnp.indices": lambda lib, jnp_: jnp_.indices((2, 2), dtype=_I64),
+    "jnp.trace": lambda lib, jnp_: jnp_.trace(jnp_.ones((2, 2)), dtype=_F64),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_MORE))
+def test_other_explicit_64_bit_requests_warn_like_jax(case):
+    """lax's dtype-taking functions and jnp's products with preferred_element_type: JAX's one warning (none for
+    jnp.vecdot, as JAX's), named as JAX names it."""
+    def scenario(lib, jnp_):
+        out, w = _warnings_of(lambda: _MORE[case](lib, jnp_))
+        return np.asarray(out), [(c, _head(m)) for c, m in w]
+
+    got, want = _both(scenario)
+    assert got[0].dtype == want[0].dtype
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1]
+    assert len(got[1]) == (0 if case == "jnp.vecdot" else 1)
+
+
+def test_lax_full_like_warns_for_a_64_bit_dtype():
+    """(JAX's message names ``dtype`` there; ftrans's names full_like)"""
+    x = np.ones(2, np.float32)
+    _, fw = _warnings_of(lambda: ftrans.lax.full_like(fjnp.asarray(x), 1, _F64))
+    _, jw = _warnings_of(lambda: jax.lax.full_like(jjnp.asarray(x), 1, _F64))
+    assert len(fw) == len(jw) == 1
+    assert fw[0][1].startswith("Explicitly requested dtype float64 requested in full_like is not available")

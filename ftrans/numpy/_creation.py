@@ -1217,7 +1217,7 @@ def identity(n: Any, dtype: Any = None) -> Any:
     See also:
         `eye`.
     """
-    return eye(n, dtype=dtype)
+    return eye(n, dtype=_dtype_arg("identity", dtype))  # (JAX's warning for a 64-bit dtype names identity)
 
 
 def tri(N: Any, M: Any = None, k: Any = 0, dtype: Any = None) -> Any:
