@@ -155,6 +155,16 @@ def kept_wide(dtype: Any) -> np.dtype | None:
     return None
 
 
+def narrowed(dtype: Any) -> np.dtype | None:
+    """The 32-bit type a user's 64-bit ``dtype`` becomes without x64 (None: another dtype, or x64 on)."""
+    if dtype is int or dtype is float or dtype is complex or dtype is bool or _config.config.enable_x64:
+        return None
+    try:
+        return _NARROW.get(np.dtype(dtype))
+    except TypeError:
+        return None
+
+
 def check_requested(dtype: Any, where: str) -> bool:
     """A dtype the user asked for by name (``jnp.zeros(3, jnp.float64)``, ``x.astype("int64")``): without
     x64 a 64-bit one is narrowed to its 32-bit type, and JAX says so (``jax_explicit_x64_dtypes``: a
@@ -174,18 +184,20 @@ def check_requested(dtype: Any, where: str) -> bool:
     mode = _X64_MODES.get(_config.config.read("explicit_x64_dtypes"), "warn")
     if mode == "allow":
         return True
-    name = where.removeprefix("jnp.")
-    # The message opens as JAX's does: users' and JAX's own warning filters match that prefix.
-    msg = (f"Explicitly requested dtype {d.name} is not available without 64-bit mode ({name} was asked for "
-           f"it), so the result is {narrow.name}. Turn 64-bit types on with "
-           "ftrans.config.update('jax_enable_x64', True) (or the JAX_ENABLE_X64 environment variable), or ask "
-           "for the 32-bit type")
+    # JAX's words (users' and JAX's own warning filters match them); JAX's random functions name none.
+    name = "" if where.startswith("random.") else f" requested in {where.removeprefix('jnp.')}"
     from ftrans.errors import user_stacklevel
 
     if mode == "error":
         from ftrans.errors import FtransValueError
 
-        raise FtransValueError(msg)
+        raise FtransValueError(
+            f"Explicitly requested dtype {d.name}{name} is not available. To enable more dtypes, set the "
+            "jax_enable_x64 or allow_explicit_x64_dtypes configuration options "
+            "(ftrans.config.update('jax_enable_x64', True)), or ask for the 32-bit type")
+    msg = (f"Explicitly requested dtype {d.name}{name} is not available, and will be truncated to dtype "
+           f"{narrow.name}. To enable more dtypes, set the jax_enable_x64 configuration option "
+           "(ftrans.config.update('jax_enable_x64', True)) or the JAX_ENABLE_X64 shell environment variable")
     import warnings
 
     warnings.warn(msg, UserWarning, stacklevel=user_stacklevel())

@@ -145,7 +145,8 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padd
         if len(pads) != nsp:
             raise FtransValueError(f"lax.{name}: padding {pads} needs one (low, high) pair per spatial dimension "
                                    f"({nsp})")
-    pref = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
+    pref = None if preferred_element_type is None else dtypes.requested(preferred_element_type,
+                                                                        "conv_general_dilated")
     return _ops._bind(C.conv_general_dilated_p, a, b, window_strides=strides, padding=pads, lhs_dilation=ld,
                       rhs_dilation=rd, dimension_numbers=dn, feature_group_count=operator.index(feature_group_count),
                       batch_group_count=operator.index(batch_group_count),

@@ -65,7 +65,7 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None, *, sharding: 
     if dtype is None:
         d, weak = dtype_weak(fill_value)
     else:
-        d, weak = dtypes.to_dtype(dtype), False
+        d, weak = dtypes.requested(dtype, "full"), False
     v = convert(fill_value, d, weak)
     return _laid_out(lax.broadcast_in_dim(v, shape, ()), sharding, "lax.full")
 
@@ -124,7 +124,7 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, sha
         xd, xw = dtypes.canonicalize(x.dtype), bool(x.weak_type)
     else:
         xd, xw = dtype_weak(x)
-    d = xd if dtype is None else dtypes.to_dtype(dtype)
+    d = xd if dtype is None else dtypes.requested(dtype, "full_like")
     weak = dtype is None and xw
     fill_shape = tuple(x.shape if isinstance(x, ShapeDtypeStruct) else shape_of(x)) if shape is None else _shape(
         "lax.full_like", shape)

@@ -425,7 +425,19 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - JAX's names
 
 
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
-    """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result."""
+    """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result.
+
+    A 64-bit ``new_dtype`` without x64 is narrowed to its 32-bit type with JAX's warning (or error, per
+    ``jax_explicit_x64_dtypes``); ftrans's own code converts with ``convert_quiet``, which does not warn."""
+    if not _config.config.enable_x64:
+        dtypes.check_requested(new_dtype, "convert_element_type")
+    return convert_quiet(operand, new_dtype)
+
+
+def convert_quiet(operand: Any, new_dtype: Any) -> Any:
+    """``convert_element_type`` for ftrans's own callers: a 64-bit ``new_dtype`` without x64 narrows to its
+    32-bit type without JAX's warning (the user asked for nothing; functions that take a user's dtype check
+    it themselves, naming themselves, as JAX's do)."""
     if is_user_edtype(new_dtype) or is_user_edtype(getattr(operand, "dtype", None)):
         return _convert_edtype(operand, new_dtype)
     d = dtypes.kept_wide(new_dtype) or dtypes.to_dtype(new_dtype)
@@ -503,7 +515,7 @@ def _fold_scalar_convert(v: Any, d: np.dtype) -> Array | None:
 
 def bitcast_convert_type(operand: Any, new_dtype: Any) -> Any:
     """``lax.bitcast_convert_type``: reinterpret the bits (a wider/narrower type adds/removes a last axis)."""
-    d = dtypes.to_dtype(new_dtype)
+    d = dtypes.requested(new_dtype, "bitcast_convert_type")
     (x,) = _operands("bitcast_convert_type", (operand,))
     return _bind(S.bitcast_convert_type_p, x, new_dtype=d)
 
@@ -598,7 +610,7 @@ def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int, *, out_sh
         return with_out_sharding("lax.broadcasted_iota", out_sharding,
                                  lambda: broadcasted_iota(dtype, shape, dimension))
     shape = _sizes("broadcasted_iota", "shape", shape)
-    params = dict(dtype=dtypes.to_dtype(dtype), shape=shape, dimension=int(dimension))
+    params = dict(dtype=dtypes.requested(dtype, "broadcasted_iota"), shape=shape, dimension=int(dimension))
     return _bind(S.iota_p, **params)
 
 
@@ -906,8 +918,8 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
         return with_out_sharding("dot_general", out_sharding, lambda: dot_general(
             lhs, rhs, dimension_numbers, precision, preferred_element_type), (lhs, rhs), shape)
     a, b = _operands("dot_general", (lhs, rhs))  # mixed dtypes are taken as they are, as JAX's
-    pref = None if preferred_element_type is None else (dtypes.kept_wide(preferred_element_type)
-                                                         or dtypes.to_dtype(preferred_element_type))
+    # (a 64-bit type without x64: JAX's warning, which names ``dot``)
+    pref = None if preferred_element_type is None else dtypes.requested(preferred_element_type, "dot")
     dn = _dimension_numbers("dot_general", dimension_numbers)
     return _bind(R.dot_general_p, a, b, dimension_numbers=dn, precision=canonicalize_precision("dot_general", precision),
                  preferred_element_type=pref)

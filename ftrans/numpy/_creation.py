@@ -502,6 +502,8 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
         return lax.convert_element_type(a, dtype)
     if copy is False and not isinstance(a, (Array, Tracer)) and not is_foreign_array(a):
         _check_no_copy_needed(a, device)
+    if dtype is not None and dtypes.narrowed(dtype) is not None:  # JAX's warning names asarray, not array
+        dtype = _dtype_arg("asarray", dtype)
     return array(a, dtype=dtype, copy=bool(copy), order=order, device=device, out_sharding=out_sharding)
 
 
@@ -1226,7 +1228,7 @@ def identity(n: Any, dtype: Any = None) -> Any:
     See also:
         `eye`.
     """
-    return eye(n, dtype=dtype)
+    return eye(n, dtype=_dtype_arg("identity", dtype))  # (JAX's warning for a 64-bit dtype names identity)
 
 
 def tri(N: Any, M: Any = None, k: Any = 0, dtype: Any = None) -> Any:

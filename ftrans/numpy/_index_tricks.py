@@ -268,7 +268,7 @@ def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) 
     See also:
         `meshgrid`, `ix_`.
     """
-    d = dtypes.canonicalize(dtypes.to_dtype(int if dtype is None else dtype))
+    d = dtypes.default_int() if dtype is None else dtypes.requested(dtype, "indices")
     dims = tuple(_static_int("indices", x, "dimensions") for x in dimensions)
     nd = len(dims)
     out = []

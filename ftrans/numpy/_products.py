@@ -58,15 +58,19 @@ def _as_given(name: str, a: Any, b: Any) -> tuple[Any, Any, tuple]:
     return as_operand(a), as_operand(b), joined
 
 
-def _preferred(x: Any, y: Any, preferred_element_type: Any, joined: tuple | None = None) -> tuple[Any, bool]:
+def _preferred(x: Any, y: Any, preferred_element_type: Any, joined: tuple | None = None,
+               where: str | None = "dot") -> tuple[Any, bool]:
     """(the ``preferred_element_type`` a product's ``dot_general`` names, whether the result is weak): as
     JAX, the joined dtype of the promoted operands when none is given, the result weak when both operands
-    are; an explicit preferred type gives a strong result."""
+    are; an explicit preferred type gives a strong result (a 64-bit one without x64: JAX's warning, naming
+    ``where`` as JAX's does; None: narrowed quietly, as JAX's vecdot)."""
     if preferred_element_type is None:
         if joined is not None:
             return joined
         return dtype_weak(x)[0], bool(dtype_weak(x)[1] and dtype_weak(y)[1])
-    return preferred_element_type, False
+    if where is None:
+        return preferred_element_type, False
+    return dtypes.requested(preferred_element_type, where), False
 
 
 def _multiply(x: Any, y: Any) -> Any:
@@ -120,7 +124,7 @@ def matmul(a: Any, b: Any, /, *, precision: Any = None, preferred_element_type: 
             a, b, precision=precision, preferred_element_type=preferred_element_type), (a, b))
     prec = _precision("matmul", precision)
     x, y, joined = _as_given("matmul", a, b)
-    pet, weak = _preferred(x, y, preferred_element_type, joined)
+    pet, weak = _preferred(x, y, preferred_element_type, joined, where="matmul")
     return batched_matmul("matmul", x, y, pet, prec, weak)
 
 
@@ -160,7 +164,8 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
         x, y = _promote("dot", a, b)
         out = _scalar_product(x, y)
         if preferred_element_type is not None:
-            out = S.convert_element_type_p.bind(out, new_dtype=dtypes.to_dtype(preferred_element_type), weak_type=False)
+            out = S.convert_element_type_p.bind(out, new_dtype=dtypes.requested(preferred_element_type, "dot"),
+                                                weak_type=False)
         return out
     x, y, joined = _as_given("dot", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
@@ -249,7 +254,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     x = broadcast_to_shape(x, batch + tuple(shape_of(x))[-1:])
     y = broadcast_to_shape(y, batch + tuple(shape_of(y))[-1:])
     nb = len(shape_of(x)) - 1
-    pet, weak = _preferred(x, y, preferred_element_type, joined)
+    pet, weak = _preferred(x, y, preferred_element_type, joined, where=None)
     return dot_general(x, y, (((nb,), (nb,)), (tuple(range(nb)), tuple(range(nb)))), pet, prec, weak)
 
 
@@ -289,7 +294,7 @@ def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any 
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if xs[-1] != ys[-1]:
         raise FtransTypeError(f"inner: the last axes of shapes {xs} and {ys} differ ({xs[-1]} != {ys[-1]})")
-    pet, weak = _preferred(x, y, preferred_element_type, joined)
+    pet, weak = _preferred(x, y, preferred_element_type, joined, where="tensordot")
     return dot_general(x, y, (((len(xs) - 1,), (len(ys) - 1,)), ((), ())), pet, prec, weak)
 
 
@@ -385,7 +390,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred
             raise FtransTypeError(
                 f"tensordot: shape mismatch between axis {i} of {xs} ({xs[i]}) and axis {j} of {ys} ({ys[j]})"
             )
-    pet, weak = _preferred(x, y, preferred_element_type, joined)
+    pet, weak = _preferred(x, y, preferred_element_type, joined, where="tensordot")
     return dot_general(x, y, ((lc, rc), ((), ())), pet, prec, weak)
 
 
@@ -506,6 +511,8 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
 
     if out is not None:
         raise NotImplementedError("trace: the out argument is not supported")
+    if dtype is not None and dtypes.narrowed(dtype) is not None:  # (JAX's warning names trace)
+        dtype = dtypes.requested(dtype, "trace")
     return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 
@@ -741,7 +748,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
     if preferred_element_type is None:
         pet, out_weak = joined, joined_weak
     else:
-        pet, out_weak = dtypes.to_dtype(preferred_element_type), False
+        pet, out_weak = dtypes.requested(preferred_element_type, "einsum"), False
     shapes = [tuple(shape_of(o)) for o in ops]
     ins, output = _parse(subscripts, shapes)
     sizes = _label_sizes(ins, shapes)

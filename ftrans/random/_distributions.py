@@ -39,6 +39,7 @@ from ftrans.core.operands import dtype_weak, shape_of
 from ftrans.core.prims import random as R
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.lax._ops import convert_quiet as _convert  # (no warning for 64-bit dtypes it narrows)
 from ftrans.random import _prng
 from ftrans.random._prng import core_jit
 from ftrans.random._samplers import (
@@ -157,7 +158,7 @@ def _promote_inexact(*xs: Any) -> list[Any]:
     d, weak = dtypes.promote(tuple(dtype_weak(a) for a in arrs))
     if not dtypes.is_inexact(d):
         d, weak = dtypes.default_float(), weak
-    return [lax.convert_element_type(a, d) if not weak else jnp.asarray(a, dtype=d) for a in arrs]
+    return [_convert(a, d) if not weak else jnp.asarray(a, dtype=d) for a in arrs]
 
 
 # ---------------------------------------------------------------- simple transforms of uniform
@@ -224,7 +225,7 @@ def _rademacher_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     # bernoulli(key, 0.5): a default-float uniform below one half.
     b = lax.lt(_uniform_core(k, 0.0, 1.0, shape, dtypes.default_float()),
                _c(0.5, dtypes.default_float()))
-    b = lax.convert_element_type(b, dtype)
+    b = _convert(b, dtype)
     return (2 * b - 1).astype(dtype)
 
 
@@ -301,7 +302,7 @@ def weibull_min(key: Any, scale: Any, concentration: Any, shape: Any = (), dtype
 
 @core_jit(static_argnums=(2, 3))
 def _pareto(k: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    b = lax.convert_element_type(b, dtype)
+    b = _convert(b, dtype)
     return lax.exp(_exponential_core(k, shape, dtype) / b)
 
 
@@ -350,9 +351,9 @@ def wald(key: Any, mean: Any, shape: Any = None, dtype: Any = None) -> Any:
 
 @core_jit(static_argnums=(4, 5))
 def _triangular(k: Any, left: Any, mode: Any, right: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    left = jnp.broadcast_to(lax.convert_element_type(left, dtype), shape)
-    right = jnp.broadcast_to(lax.convert_element_type(right, dtype), shape)
-    mode = jnp.broadcast_to(lax.convert_element_type(mode, dtype), shape)
+    left = jnp.broadcast_to(_convert(left, dtype), shape)
+    right = jnp.broadcast_to(_convert(right, dtype), shape)
+    mode = jnp.broadcast_to(_convert(mode, dtype), shape)
     fc = (mode - left) / (right - left)
     u = _uniform_core(k, 0.0, 1.0, shape, dtype)
     out1 = left + lax.sqrt(u * (right - left) * (mode - left))
@@ -369,7 +370,7 @@ def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Any = None, dt
 
 @core_jit(static_argnums=(2, 3))
 def _lognormal(k: Any, sigma: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    sigma = lax.convert_element_type(sigma, dtype)
+    sigma = _convert(sigma, dtype)
     return lax.exp(_normal_core(k, shape, dtype) * sigma)
 
 
@@ -575,8 +576,8 @@ def _random_gamma_grad(a: Any, x: Any) -> Any:
     d0 = np.dtype(a.dtype)
     up = d0 in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
     if up:
-        a = lax.convert_element_type(a, np.float32)
-        x = lax.convert_element_type(x, np.float32)
+        a = _convert(a, np.float32)
+        x = _convert(x, np.float32)
     d = np.dtype(a.dtype)
     zero = _c(0, d)
     is_nan = lax.bitwise_or(lax.ne(a, a), lax.ne(x, x))
@@ -593,7 +594,7 @@ def _random_gamma_grad(a: Any, x: Any) -> Any:
                      _gamma_cdf_series_dx(ax, x, a, lax.bitwise_and(enabled, lax.bitwise_not(use_cf)), d))
     out = lax.select(x_is_zero, jnp.zeros_like(out), out)
     out = lax.select(lax.bitwise_or(domain_error, is_nan), jnp.full_like(a, np.nan), out)
-    return lax.convert_element_type(out, d0) if up else out
+    return _convert(out, d0) if up else out
 
 
 def _gamma_grad(sample: Any, a: Any, log_space: bool) -> Any:
@@ -618,7 +619,7 @@ def _random_gamma(k: Any, a: Any, log_space: bool) -> Any:
 
 
 def _gamma_core(k: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype, log_space: bool) -> Any:
-    a = lax.convert_element_type(a, dtype)
+    a = _convert(a, dtype)
     if tuple(shape_of(a)) != shape:
         a = jnp.broadcast_to(a, shape)
     return _random_gamma(k, a, log_space)
@@ -659,8 +660,8 @@ def loggamma(key: Any, a: Any, shape: Any = None, dtype: Any = None, *, method: 
 
 @core_jit(static_argnums=(3, 4))
 def _beta(k: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    a = lax.convert_element_type(a, dtype)
-    b = lax.convert_element_type(b, dtype)
+    a = _convert(a, dtype)
+    b = _convert(b, dtype)
     ka, kb = _split2(k)
     a = jnp.broadcast_to(a, shape)
     b = jnp.broadcast_to(b, shape)
@@ -692,7 +693,7 @@ def _softmax_last(x: Any) -> Any:
 
 @core_jit(static_argnums=(2, 3))
 def _dirichlet(k: Any, alpha: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    alpha = lax.convert_element_type(alpha, dtype)
+    alpha = _convert(alpha, dtype)
     # Log space keeps small concentrations from underflowing to 0/0.
     log_g = _gamma_core(k, alpha, shape + tuple(shape_of(alpha))[-1:], dtype, True)
     return _softmax_last(log_g)
@@ -726,7 +727,7 @@ def dirichlet(key: Any, alpha: Any, shape: Any = None, dtype: Any = None) -> Any
 
 @core_jit(static_argnums=(2, 3))
 def _t(k: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    df = lax.convert_element_type(df, dtype)
+    df = _convert(df, dtype)
     kn, kg = _split2(k)
     n = _normal_real(kn, shape, dtype)
     half_df = lax.div(df, _c(2, dtype))
@@ -742,7 +743,7 @@ def t(key: Any, df: Any, shape: Any = None, dtype: Any = None) -> Any:
 
 
 def _chisquare_core(k: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    df = lax.convert_element_type(df, dtype)
+    df = _convert(df, dtype)
     two = _c(2, dtype)
     log_g = _gamma_core(k, lax.div(df, two), shape, dtype, True)
     return lax.mul(jnp.exp(log_g), two)
@@ -761,8 +762,8 @@ def chisquare(key: Any, df: Any, shape: Any = None, dtype: Any = None, *, method
 
 @core_jit(static_argnums=(3, 4))
 def _f(k: Any, dfnum: Any, dfden: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    dfden = lax.convert_element_type(dfden, dtype)
-    dfnum = lax.convert_element_type(dfnum, dtype)
+    dfden = _convert(dfden, dtype)
+    dfnum = _convert(dfnum, dtype)
     k_den, k_num = _split2(k)
     num = lax.div(_chisquare_core(k_num, dfnum, shape, dtype), dfnum)
     den = lax.div(_chisquare_core(k_den, dfden, shape, dtype), dfden)
@@ -877,7 +878,7 @@ def _poisson_rejection(k: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype
 
 @core_jit(static_argnums=(2, 3))
 def _poisson(k: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    lam = lax.convert_element_type(jnp.broadcast_to(lam, shape), np.float32)
+    lam = _convert(jnp.broadcast_to(lam, shape), np.float32)
     # Knuth's method for lam < 10 (and NaN), transformed rejection above, as TensorFlow and NumPy.
     use_knuth = lax.ne(lam, lam) | (lam < 10)
     lam_knuth = lax.select(use_knuth, lam, jnp.zeros_like(lam))
@@ -995,7 +996,7 @@ def _binomial_core(k: Any, count: Any, prob: Any, shape: tuple[int, ...] | None,
         shape = tuple(np.broadcast_shapes(tuple(shape_of(count)), tuple(shape_of(prob))))
     (prob,) = _promote_inexact(prob)
     pd = np.dtype(prob.dtype)
-    count = lax.convert_element_type(count, pd)
+    count = _convert(count, pd)
     count = jnp.broadcast_to(count, shape)
     prob = jnp.broadcast_to(prob, shape)
     p_lt_half = prob < 0.5

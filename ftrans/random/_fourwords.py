@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ftrans import lax
+from ftrans.lax._ops import convert_quiet as _convert  # (no warning for 64-bit dtypes it narrows)
 from ftrans.random import _threefry as _tf
 
 __all__ = ["threefry4x32", "philox4x32", "threefry4x32_ops", "philox4x32_ops"]
@@ -95,7 +96,7 @@ def _ops(cipher, n_key: int, n_out: int, wide):
     keys keep the first ``n_out`` output words."""
 
     def seed_from_half(half):
-        hi, lo = _words(lax.convert_element_type(half, _U32), 2)
+        hi, lo = _words(_convert(half, _U32), 2)
         if n_key == 4:
             ys = cipher((hi, lo, _ZERO, _ZERO), (_ZERO, _ZERO, _ZERO, _ZERO))
         else:
@@ -116,10 +117,10 @@ def _ops(cipher, n_key: int, n_out: int, wide):
         y = cipher(_words(key, n_key), (hi, lo, z, z))
         if bit_width == 64:
             a, b = wide(y)
-            return lax.bitwise_or(lax.shift_left(lax.convert_element_type(a, _U64), np.asarray(32, _U64)),
-                                  lax.convert_element_type(b, _U64))
+            return lax.bitwise_or(lax.shift_left(_convert(a, _U64), np.asarray(32, _U64)),
+                                  _convert(b, _U64))
         bits = lax.bitwise_xor(lax.bitwise_xor(y[0], y[1]), lax.bitwise_xor(y[2], y[3]))
-        return bits if bit_width == 32 else lax.convert_element_type(bits, _UINT[bit_width])
+        return bits if bit_width == 32 else _convert(bits, _UINT[bit_width])
 
     return seed_from_half, split, fold_in, random_bits
 

@@ -45,6 +45,7 @@ from ftrans.core.operands import shape_of
 from ftrans.core.prims import random as R
 from ftrans.core.trace import StagingTracer
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.lax._ops import convert_quiet as _convert  # (no warning for 64-bit dtypes it narrows)
 from ftrans.random import _fourwords as _fw
 from ftrans.random import _threefry as _tf
 from ftrans.transforms.batching import vmap
@@ -187,7 +188,7 @@ def _philox_word(key):
 def _philox_seed_words(half):
     """The one-word key of the seed whose threefry2x32 key data (high word, low word) is ``half``: the
     seed's two words enciphered under key 0."""
-    w = lax.convert_element_type(half, _U32)
+    w = _convert(half, _U32)
     hi = lax.squeeze(lax.slice(w, (0,), (1,)), (0,))
     lo = lax.squeeze(lax.slice(w, (1,), (2,)), (0,))
     return lax.reshape(philox2x32(np.uint32(0), hi, lo)[0], (1,))
@@ -212,10 +213,10 @@ def _philox_random_bits(key, bit_width: int, shape: tuple[int, ...]):
     y0, y1 = philox2x32(_philox_word(key), hi, lo)
     if bit_width == 64:
         u64 = _UINT[64]
-        wide = lax.shift_left(lax.convert_element_type(y0, u64), np.asarray(32, u64))
-        return lax.bitwise_or(wide, lax.convert_element_type(y1, u64))
+        wide = lax.shift_left(_convert(y0, u64), np.asarray(32, u64))
+        return lax.bitwise_or(wide, _convert(y1, u64))
     bits = lax.bitwise_xor(y0, y1)
-    return bits if bit_width == 32 else lax.convert_element_type(bits, _UINT[bit_width])
+    return bits if bit_width == 32 else _convert(bits, _UINT[bit_width])
 
 
 threefry_prng_impl = PRNGImpl((2,), _tf.seed_key, _tf.split_keys, _tf.random_bits, _tf.fold_in_key,

@@ -44,6 +44,7 @@ from ftrans.errors import (
     FtransValueError,
     user_stacklevel,
 )
+from ftrans.lax._ops import convert_quiet as _convert  # (no warning for 64-bit dtypes it narrows)
 from ftrans.random import _prng
 from ftrans.random._prng import core_jit
 from ftrans.transforms.jit import jit
@@ -482,7 +483,7 @@ def fold_in(key: Any, data: Any) -> Any:
             raise FtransTypeError(
                 f"ftrans.random.fold_in: accepts a scalar, but was given an array of shape "
                 f"{shape_of(data)}; use ftrans.vmap for batching")
-        d = lax.convert_element_type(as_operand(_asarray(data)), _U32)
+        d = _convert(as_operand(_asarray(data)), _U32)
     if is_key(k) and k._typed:
         return _rewrap(k, R.random_fold_in_p.bind(k._base_array, as_operand(d)))
     return _rewrap(k, _fold_in(k, d))
@@ -522,8 +523,8 @@ def _rank_broadcast(x: Any, ndim: int) -> Any:
 
 
 def _uniform_core(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    minval = lax.convert_element_type(minval, dtype)
-    maxval = lax.convert_element_type(maxval, dtype)
+    minval = _convert(minval, dtype)
+    maxval = _convert(maxval, dtype)
     minval = _rank_broadcast(minval, len(shape))
     maxval = _rank_broadcast(maxval, len(shape))
     fi = _finfo(dtype)
@@ -532,7 +533,7 @@ def _uniform_core(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtyp
     uint = _UINT[nbits]
     b = _prng.random_bits(k, rng_bits, shape)
     if rng_bits != nbits:
-        b = lax.convert_element_type(b, uint)
+        b = _convert(b, uint)
     # Random mantissa under the exponent of 1.0: a float in [1, 2), shifted to [0, 1).
     one_bits = np.asarray(np.array(1.0, dtype).view(uint), uint)
     fbits = lax.bitwise_or(lax.shift_right_logical(b, np.asarray(rng_bits - nmant, uint)), one_bits)
@@ -588,8 +589,8 @@ def normal(key: Any, shape: Any = (), dtype: Any = None) -> Any:
 @core_jit(static_argnums=(3, 4))
 def _truncated_normal(k: Any, lower: Any, upper: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     sqrt2 = np.asarray(np.sqrt(2), dtype)
-    lower = lax.convert_element_type(lower, dtype)
-    upper = lax.convert_element_type(upper, dtype)
+    lower = _convert(lower, dtype)
+    upper = _convert(upper, dtype)
     a = lax.erf(jnp.divide(lower, sqrt2))
     b = lax.erf(jnp.divide(upper, sqrt2))
     u = _uniform_core(k, a, b, shape, dtype)
@@ -648,7 +649,7 @@ def _gumbel_core(k: Any, shape: tuple[int, ...], dtype: np.dtype, mode: str) -> 
         neg = lax.bitwise_not(b)
         n_lo = neg[1]
         # 1 - bits as a 64-bit fixed-point fraction: carry from the low word into the high one.
-        carry = lax.convert_element_type(lax.eq(n_lo, np.asarray(0xFFFFFFFF, _U32)), _U32)
+        carry = _convert(lax.eq(n_lo, np.asarray(0xFFFFFFFF, _U32)), _U32)
         neg_hi = lax.add(neg[0], carry)
         neg_lo = lax.add(n_lo, np.asarray(1, _U32))
         flip = lax.lt(b_hi, np.asarray(1 << 31, _U32))
@@ -709,7 +710,7 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Any = None, mode: str = "low") -> A
     if not dtypes.is_float(d):
         raise FtransTypeError(
             f"ftrans.random.bernoulli: the probability p must have a floating dtype, got {d.name}")
-    p = lax.convert_element_type(p, d)
+    p = _convert(p, d)
     if shape is None:
         shape = tuple(shape_of(p))
     else:
@@ -725,7 +726,7 @@ def _clip_convert(val: Any, dtype: np.dtype) -> Any:
     lo = max(int(np.iinfo(dtype).min), int(np.iinfo(src).min))
     hi = min(int(np.iinfo(dtype).max), int(np.iinfo(src).max))
     clipped = jnp.minimum(jnp.maximum(val, np.asarray(lo, src)), np.asarray(hi, src))
-    return lax.convert_element_type(clipped, dtype)
+    return _convert(clipped, dtype)
 
 
 @core_jit(static_argnums=(3, 4))
@@ -746,7 +747,7 @@ def _randint(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np
     higher = _prng.random_bits(k1, nbits, shape)
     lower = _prng.random_bits(k2, nbits, shape)
     udt = _UINT[nbits]
-    span = lax.convert_element_type(maxval - minval, udt)
+    span = _convert(maxval - minval, udt)
     # An empty range gives minval (span 1); a maxval past the dtype's range widens the span by one.
     span = jnp.where(maxval <= minval, np.asarray(1, udt), span)
     span = jnp.where(max_out_of_range & (maxval > minval), span + np.asarray(1, udt), span)
@@ -757,7 +758,7 @@ def _randint(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np
     mult = lax.rem(lax.mul(mult, mult), span)
     offset = lax.add(lax.mul(lax.rem(higher, span), mult), lax.rem(lower, span))
     offset = lax.rem(offset, span)
-    return jnp.add(minval, lax.convert_element_type(offset, dtype))
+    return jnp.add(minval, _convert(offset, dtype))
 
 
 def _check_randint_range(minval: Any, maxval: Any) -> None:

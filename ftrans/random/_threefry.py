@@ -31,6 +31,7 @@ import numpy as np
 from ftrans import lax
 from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import Tracer
+from ftrans.lax._ops import convert_quiet as _convert  # (no warning for 64-bit dtypes it narrows)
 
 __all__ = ["threefry2x32", "counters", "random_bits", "split_keys", "fold_in_key", "seed_key"]
 
@@ -106,9 +107,9 @@ def _mul_wide(a, b: int):
     p00, p01 = lax.mul(a0, _u32(b & 0xFFFF)), lax.mul(a0, _u32(b >> 16))
     p10, p11 = lax.mul(a1, _u32(b & 0xFFFF)), lax.mul(a1, _u32(b >> 16))
     mid = lax.add(p01, p10)
-    mid_carry = lax.convert_element_type(lax.lt(mid, p01), _U32)
+    mid_carry = _convert(lax.lt(mid, p01), _U32)
     lo = lax.add(p00, lax.shift_left(mid, _u32(16)))
-    lo_carry = lax.convert_element_type(lax.lt(lo, p00), _U32)
+    lo_carry = _convert(lax.lt(lo, p00), _U32)
     hi = lax.add(lax.add(p11, lax.shift_right_logical(mid, _u32(16))),
                  lax.add(lax.shift_left(mid_carry, _u32(16)), lo_carry))
     return hi, lo
@@ -151,7 +152,7 @@ def positions(indices, shape: tuple[int, ...]):
                 hi, lo = p_hi, p_lo
             else:
                 new_lo = lax.add(lo, p_lo)
-                carry = lax.convert_element_type(lax.lt(new_lo, lo), _U32)
+                carry = _convert(lax.lt(new_lo, lo), _U32)
                 hi, lo = lax.add(lax.add(hi, p_hi), carry), new_lo
         stride *= shape[axis]
     if hi is None:
@@ -236,8 +237,8 @@ def _random_bits_original(k0, k1, bit_width: int, shape: tuple[int, ...]):
     bits = _encipher_flat(k0, k1, lax.iota(_U32, words))
     if bit_width == 64:
         u64 = np.dtype(np.uint64)
-        hi = lax.convert_element_type(lax.slice(bits, (0,), (size,)), u64)
-        lo = lax.convert_element_type(lax.slice(bits, (size,), (2 * size,)), u64)
+        hi = _convert(lax.slice(bits, (0,), (size,)), u64)
+        lo = _convert(lax.slice(bits, (size,), (2 * size,)), u64)
         bits = lax.bitwise_or(lax.shift_left(hi, np.asarray(32, u64)), lo)
     elif bit_width in (8, 16):
         per = 32 // bit_width
@@ -246,7 +247,7 @@ def _random_bits_original(k0, k1, bit_width: int, shape: tuple[int, ...]):
                                                                                           (words, per), ()))
         pieces = lax.bitwise_and(lax.shift_right_logical(wide, shifts),
                                  lax.broadcast_in_dim(_u32(2**bit_width - 1), (words, per), ()))
-        pieces = lax.convert_element_type(lax.reshape(pieces, (words * per,)), np.dtype(f"uint{bit_width}"))
+        pieces = _convert(lax.reshape(pieces, (words * per,)), np.dtype(f"uint{bit_width}"))
         bits = lax.slice(pieces, (0,), (size,))
     return lax.reshape(bits, tuple(shape))
 
@@ -260,12 +261,12 @@ def random_bits(key, bit_width: int, shape: tuple[int, ...]):
     y0, y1 = threefry2x32(k0, k1, hi, lo)
     if bit_width == 64:
         u64 = np.dtype(np.uint64)
-        wide = lax.shift_left(lax.convert_element_type(y0, u64), np.asarray(32, u64))
-        return lax.bitwise_or(wide, lax.convert_element_type(y1, u64))
+        wide = lax.shift_left(_convert(y0, u64), np.asarray(32, u64))
+        return lax.bitwise_or(wide, _convert(y1, u64))
     bits = lax.bitwise_xor(y0, y1)
     if bit_width == 32:
         return bits
-    return lax.convert_element_type(bits, np.dtype(f"uint{bit_width}"))
+    return _convert(bits, np.dtype(f"uint{bit_width}"))
 
 
 def split_keys(key, shape: tuple[int, ...]):
@@ -290,9 +291,9 @@ def fold_in_key(key, data):
 def seed_key(seed):
     """The ``uint32[2]`` key of an integer array scalar ``seed`` (traced or concrete)."""
     d = np.dtype(seed.dtype)
-    lo = lax.reshape(lax.convert_element_type(seed, _U32), (1,))
+    lo = lax.reshape(_convert(seed, _U32), (1,))
     if d.itemsize == 8:
-        hi = lax.convert_element_type(lax.shift_right_logical(seed, np.asarray(32, d)), _U32)
+        hi = _convert(lax.shift_right_logical(seed, np.asarray(32, d)), _U32)
         hi = lax.reshape(hi, (1,))
     else:
         hi = np.zeros((1,), _U32)

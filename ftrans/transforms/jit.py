@@ -1889,14 +1889,23 @@ class JitWrapped:
         finally:
             job.ready.set()
 
+    # A refs twin program's donation (transforms/refs.py): (its per-leaf mask of the user's dynamic arguments,
+    # the user's dynamic donate_argnums); None for every other jitted function.
+    _twin_donation: tuple | None = None
+
     def _dynamic_donate_argnums(self) -> tuple:
         """``donate_argnums`` counted among the dynamic positional arguments (statics taken out)."""
+        if self._twin_donation is not None:
+            return self._twin_donation[1]
         statics = [i for i in self._static_argnums if i >= 0]
         return tuple(i - sum(s < i for s in statics) for i in sorted(set(self._donate_argnums)) if i >= 0)
 
     def _donate_mask(self, args: tuple, kwargs: dict, n: int) -> tuple:
         if not (self._donate_argnums or self._donate_argnames):
             return (False,) * n
+        if self._twin_donation is not None:  # the user's leaves lead; the closed-over refs' values are kept
+            mask = self._twin_donation[0]
+            return mask + (False,) * (n - len(mask))
         mask = []
         static_pos = set(self._static_positions(len(args)))
         for i, a in enumerate(args):
@@ -1981,6 +1990,10 @@ class JitWrapped:
         traced = None
         if _ref_mod.created and any(isinstance(x, _ref_mod.Ref) for x in leaves) or any(
                 type(x) is _ref_mod.AbstractRef or getattr(x, "is_ref", False) is True for x in leaves):
+            return self.trace(*args, **kwargs).lower()
+        if _ref_mod.created and not _lowering_traced.active and not hasattr(self, "_ref_owner"):
+            # refs exist: a body closing over some lowers as its twin program (whose ``lower`` partitions as
+            # this one would), found by tracing first
             return self.trace(*args, **kwargs).lower()
         if not sharded_jit.needs_spmd(self, leaves):
             traced = self.trace(*args, **kwargs)
@@ -2445,8 +2458,16 @@ class Compiled:
             check_laid_layouts(leaves, None, self._names)
             if _call_guard and _config_mod.config.no_execution:
                 raise _no_execution_error(self._exe.name)
-            outs = self._exe(*_select(leaves, self._kept))
-            return tree_util.tree_unflatten(self._out_tree, outs)
+            exe = self._exe
+            given = _select(leaves, self._kept)
+            if not exe.donated:
+                return tree_util.tree_unflatten(self._out_tree, exe(*given))
+            # Donated arguments go as jit's call gives them: a buffer the program took over is gone after the call.
+            _check_donation(given, exe.donated, exe.name)
+            bufs = [X.to_buffer(a, exe.device) for a in given]
+            outs = exe.run(bufs)
+            _forget_donated(given, exe.donated, bufs)
+            return tree_util.tree_unflatten(self._out_tree, exe.wrap(outs))
         except Exception as e:
             _tb.reraise_filtered(e)
             raise

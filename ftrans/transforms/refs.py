@@ -295,9 +295,17 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
                 old = [k for k in info.twins if k[-1] is not None]
                 for k in old[:max(0, len(old) + 1 - _MAX_BOUND_TWINS)]:
                     del info.twins[k]
+            donate = None
+            if jitted._donate_argnums or jitted._donate_argnames:
+                # The user's donated leaves, in the twin's (dargs, dkw) order; a ref's value is the ref's, never
+                # donated.
+                donate = list(jitted._donate_mask(args, kwargs, len(leaves)))
+                for i in ref_pos:
+                    donate[i] = False
+                donate = tuple(donate)
             twin = info.twins[key] = _make_twin(jitted, dict(statics), dict(static_kw), dyn_idx, tree,
                                                 ref_pos, closed, [labels[i] for i in ref_pos], bound, not diff,
-                                                key_impls)
+                                                key_impls, donate)
         closed_vals = [R.read_for_thread(r) for r in closed]
         dvals, dkw_vals = tree_util.tree_unflatten(tree, vals)
         prev_homes, R._state.arg_homes = R._state.arg_homes, [r._home for r in arg_refs]
@@ -325,7 +333,7 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
 
 def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], tree: Any, ref_pos: tuple,
                closed: list, ref_names: list[str], bound: list | None = None, bindable: bool = True,
-               key_impls: tuple = ()) -> Any:
+               key_impls: tuple = (), donate: tuple | None = None) -> Any:
     from ftrans.transforms.jit import JitWrapped
 
     owner = object()
@@ -376,11 +384,15 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
     #  keep_unused, inline, compiler_options, in_shardings, out_shardings, optimizations, background)
     # The twin takes (dynamic positional values, keyword values, closed-over refs' values) and returns (results,
     # new argument refs, new closed refs): the shardings asked for apply to the first of each, and a pjit's
-    # twin places its results as pjit does (on ``with mesh:``'s mesh).
+    # twin places its results as pjit does (on ``with mesh:``'s mesh). It donates exactly the user's donated
+    # leaves (``donate``: a mask over the leaves of its first two arguments).
     in_sh = o[10] if not isinstance(o[10], list) else tuple(o[10])
-    w = JitWrapped(twin, None, None, None, None, o[4], o[5], o[6], o[7], o[8], o[9],
+    donating = donate is not None and any(donate)
+    w = JitWrapped(twin, None, None, (0,) if donating else None, None, o[4], o[5], o[6], o[7], o[8], o[9],
                    None if in_sh is None else (in_sh, None, None), None if o[11] is None else (o[11], None, None),
                    o[12], o[13])
+    if donating:
+        w._twin_donation = (donate, jitted._dynamic_donate_argnums())
     if getattr(jitted, "_api_name", None) is not None:
         w._api_name = jitted._api_name
     w._ref_owner = owner

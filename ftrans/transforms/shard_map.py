@@ -83,6 +83,35 @@ class _Group:
         return iter(self.specs)
 
 
+def _as_specified(outs: list, specs: list, mesh: Mesh, partial: bool = False) -> list:
+    """Concrete results of a shard_map called outside jit, each with the sharding JAX's has, on the same
+    buffers: a fully manual one's, its out_specs entry as written (size-1 mesh axes, left out of their types
+    under ``jax_remove_size_one_mesh_axis_from_type``, and trailing entries as given); a partially manual
+    one's (``partial``), as XLA reports it (JAX runs it as a jitted program): size-1 axes and trailing
+    unsplit entries left out."""
+    from ftrans.core.array import ShardedArray
+    from ftrans.core.sharding import NamedSharding
+
+    res = []
+    for o, sp in zip(outs, specs):
+        if type(o) is ShardedArray and isinstance(sp, PartitionSpec) and not sp.unreduced and not sp.reduced:
+            if partial:
+                entries = []
+                for e in sp:
+                    kept = tuple(a for a in ((e,) if isinstance(e, str) else e or ()) if mesh.shape[a] > 1)
+                    entries.append(None if not kept else kept[0] if len(kept) == 1 else kept)
+                while entries and entries[-1] is None:
+                    entries.pop()
+                sp = PartitionSpec(*entries)
+            have = getattr(o.sharding, "spec", None)
+            if not isinstance(have, PartitionSpec) or tuple(have) != tuple(sp) or have.unreduced or have.reduced:
+                from ftrans.devices import _put_sharded_leaf
+
+                o = _put_sharded_leaf(o, NamedSharding(mesh, sp))
+        res.append(o)
+    return res
+
+
 def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int, static_ok: bool = False) -> list:
     """One spec per leaf of ``tree``; with ``static_ok`` a ``None`` spec (JAX's static argument) stays ``None``."""
     if _is_spec(specs):
@@ -490,6 +519,8 @@ class _ShardMapped:
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
                                 newly_manual_axes=frozenset(manual or mesh.axis_names),
                                 out_names=tuple(out_names), check_vma=bool(self._check_vma), name=fname)
+        if not outer and not (auto and mesh.explicit_axes):  # (partially manual over Explicit axes: typed results)
+            outs = _as_specified(outs, out_specs, mesh, bool(auto))
         return tree_util.tree_unflatten(out_tree, outs)
 
     def _inline(self, fname: str, mesh: Mesh, enclosing: set, auto: set, specs: list, avals: list,

@@ -161,10 +161,11 @@ def _isolated() -> Any:
 _CACHE: dict = {}
 
 
-def _run(mesh: Any, key: Any, body: Any, vals: list, in_names: tuple, out_names: Any, lay_out: bool = False) -> list:
+def _run(mesh: Any, key: Any, body: Any, vals: list, in_names: tuple, out_names: Any, lay_out: Any = None) -> list:
     """``body`` (flat blocks -> flat blocks) run on every device: operand ``i`` laid out as ``in_names[i]``
-    says (None: stacked), each result as ``out_names`` say (None: all stacked); ``lay_out``: the results'
-    shardings are exactly the out_names' specs (size-1 mesh axes kept, as JAX's eager results)."""
+    says (None: stacked), each result as ``out_names`` say (None: all stacked); ``lay_out`` (a PartitionSpec,
+    for one result): the result's sharding is exactly that spec as the user wrote it (size-1 mesh axes kept and
+    no entries added, as JAX's eager results)."""
     full = None if key[-1] is None else (key, in_names, out_names, mesh, lay_out)
     fn = _CACHE.get(full) if full is not None else None
     if fn is None:
@@ -181,13 +182,10 @@ def _run(mesh: Any, key: Any, body: Any, vals: list, in_names: tuple, out_names:
                                     in_names=tuple(((),) * np.ndim(c) for c in consts) + tuple(in_names),
                                     out_names=tuple(outs), check_vma=False, name="eager")
 
-        if lay_out:
-            from ftrans.core.sharding import NamedSharding, PartitionSpec
+        if lay_out is not None:
+            from ftrans.core.sharding import NamedSharding
 
-            (ns,) = out_names  # one result
-            u, r = getattr(ns, "unreduced", frozenset()), getattr(ns, "reduced", frozenset())
-            fn = jit(run, out_shardings=NamedSharding(mesh, PartitionSpec(
-                *(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns), unreduced=u, reduced=r)))
+            fn = jit(run, out_shardings=NamedSharding(mesh, lay_out))
         else:
             fn = jit(run)
         if full is not None:
@@ -231,8 +229,8 @@ def eager_shard_map(sm: Any, args: tuple) -> Any:
                              [ShapedArray(a.shape, a.dtype, a.weak_type) for _, _, _, a in outs],
                              not any(map(S._unreduced_in, leaves)))
         full_manual = not manual or set(manual) == set(mesh.axis_names)
-        res = [_run(mesh, ("out",), _identity, [val], (names,), (ns,), full_manual)[0]
-               for (val, names, _, _), ns in zip(outs, out_names)]
+        res = [_run(mesh, ("out",), _identity, [val], (names,), (ns,), s if full_manual else None)[0]
+               for (val, names, _, _), ns, s in zip(outs, out_names, out_specs)]
     finally:
         eager_body.depth -= 1
     return tree_util.tree_unflatten(out_tree, res)
