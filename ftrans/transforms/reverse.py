@@ -815,9 +815,16 @@ def _lift_linearized(jaxpr: Jaxpr, meta: tuple, consts: list, *tangents: Any) ->
             raise _vma_mismatch(name, i, ta, aval, tv, pv)
         ins.append(t)
     outs = iter(eval_jaxpr(jaxpr, list(consts), *ins))
-    res = [Array._new(np.zeros(a.shape, tangent_aval(a).dtype), False) if z else next(outs)
+    res = [_zero_tangent(a) if z else next(outs)
            for a, z in zip(out_avals, zero_out)]
     return tree_util.tree_unflatten(out_tree, res)
+
+
+def _zero_tangent(aval: ShapedArray) -> Array:
+    """The instantiated zero tangent of an output of type ``aval``: weakly typed where the output is (JAX's
+    ``zeros_like_aval`` of the tangent type)."""
+    ta = tangent_aval(aval)
+    return Array._new(np.zeros(aval.shape, ta.dtype), bool(ta.weak_type))
 
 
 class _Linearized:
