@@ -28,6 +28,7 @@ import os
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import builtins
+import traceback
 import types
 
 import jax
@@ -186,6 +187,9 @@ SHAPE = {
 }
 
 
+METHOD_OPS = ("reshape_m", "T", "cast", "at_set", "at_add", "at_mul", "at_max", "at_get", "scalar_cast")
+
+
 def _idx(idx):
     """An index as data (hashable, printable) to a real index: ('arr', (0, 2)) is a NumPy int array."""
     if isinstance(idx, tuple) and idx and idx[0] == "arr":
@@ -205,6 +209,8 @@ def apply_op(L, op, vals):
     xs = []
     for o in operands:
         xs.append(o[1] if isinstance(o, tuple) else vals[o])  # ('py', 2.0): a Python scalar
+    if name in METHOD_OPS and isinstance(xs[0], float):  # an input passed as a Python float has no methods
+        xs[0] = L.np.asarray(xs[0])
     if kind == "unary":
         return UNARY[name](L, *xs)
     if kind == "binary":
@@ -242,6 +248,8 @@ def floatify(L, x):
         return x
     if dt.kind == "c":
         return L.np.real(x)
+    if dt == jax.dtypes.float0:  # (jax's jnp.asarray of one is a ValueError from NumPy, ftrans's a TypeError)
+        return L.np.zeros(np.shape(x), np.float32)
     return L.np.asarray(x).astype(np.float32)
 
 
@@ -497,11 +505,11 @@ def _draw_transform(draw, arg_avals, n_jac):
 
 
 @st.composite
-def cases(draw, max_ops=6):
+def cases(draw, max_ops=8):
     n_in = draw(st.integers(1, 3))
     avals = []
     for _ in range(n_in):
-        kind = draw(st.sampled_from(["f32", "f32", "f32", "f32", "f16", "bf16", "py"]))
+        kind = draw(st.sampled_from(["f32", "f32", "f32", "f32", "f16", "bf16", "py", "py"]))
         if kind == "py":
             avals.append(((), F32, True))
         else:
@@ -610,8 +618,10 @@ def check_case(case):
     res = run_both(case)
     (jk, jv), (fk, fv) = res["jax"], res["ftrans"]
     if jk == "err" or fk == "err":
-        assert jk == fk, (
-            f"one raised: jax {jk} {jv!r:.300}, ftrans {fk} {fv!r:.300}\n{describe(case)}")
+        if jk != fk:
+            tb = "".join(traceback.format_exception(fv if fk == "err" else jv)[-6:])
+            raise AssertionError(
+                f"one raised: jax {jk} {jv!r:.300}, ftrans {fk} {fv!r:.300}\n{describe(case)}\n{tb}")
         assert _builtin_base(jv) is _builtin_base(fv), (
             f"error types differ: jax {type(jv).__name__}: {jv!s:.200}; "
             f"ftrans {type(fv).__name__}: {fv!s:.200}\n{describe(case)}")
@@ -697,3 +707,39 @@ def test_cumulative_jvp_output_weak_type(name, n):
     assert _avals_both(want, got)[0] == _avals_both(want, got)[1]
     for w, g in zip(want, got):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+
+
+@pytest.mark.parametrize("transform", ["jvp", "jit_jvp", "grad_allow_int", "vjp"])
+def test_typeof_float0_tangent(transform):
+    # a float0 tangent or cotangent (a NumPy array of dtype float0) has a type, as in JAX: typeof raised
+    x = np.float32([1.0, 2.0])
+    i = np.int32([1, 2])
+
+    def run(L):
+        if transform == "jvp":
+            return L.jvp(lambda x: x.astype(np.int32), (x,), (x,))[1]
+        if transform == "jit_jvp":
+            return L.jit(lambda x: L.jvp(lambda x: x.astype(np.int32), (x,), (x,)))(x)[1]
+        if transform == "grad_allow_int":
+            return L.grad(lambda x, i: (x * i).sum(), argnums=1, allow_int=True)(x, i)
+        out, pull = L.vjp(lambda x, i: x * i, x, i)
+        return pull(L.np.ones_like(out))[1]
+
+    want, got = run(JX), run(FT)
+    wt, gt = jax.typeof(want), ftrans.typeof(got)
+    assert (tuple(gt.shape), gt.dtype, gt.weak_type) == (tuple(wt.shape), wt.dtype, wt.weak_type)
+    assert str(gt) == str(wt) == "float0[2]"
+
+
+@pytest.mark.parametrize("make", [
+    lambda L, z: L.np.asarray(z), lambda L, z: L.np.array(z),
+    lambda L, z: L.np.asarray(z, dtype=jax.dtypes.float0), lambda L, z: L.np.zeros_like(z),
+])
+def test_asarray_of_float0_tangent(make):
+    # jnp.asarray/array of a float0 tangent (jvp of an integer output) give a float0 NumPy array, as JAX's do
+    # (ftrans raised "float0s do not support any operations")
+    x = np.float32([1.0, 2.0])
+    for L in (JX, FT):
+        t = L.jvp(lambda x: x.astype(np.int32), (x,), (x,))[1]
+        r = make(L, t)
+        assert isinstance(r, np.ndarray) and r.dtype == jax.dtypes.float0 and r.shape == (2,)
