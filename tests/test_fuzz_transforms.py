@@ -743,3 +743,32 @@ def test_asarray_of_float0_tangent(make):
         t = L.jvp(lambda x: x.astype(np.int32), (x,), (x,))[1]
         r = make(L, t)
         assert isinstance(r, np.ndarray) and r.dtype == jax.dtypes.float0 and r.shape == (2,)
+
+
+_CONST_FACTOR = {
+    "tan": lambda L: L.np.tan, "exp2": lambda L: L.np.exp2, "sqrt": lambda L: L.np.sqrt,
+    "rsqrt": lambda L: L.lax.rsqrt, "cbrt": lambda L: L.np.cbrt, "square": lambda L: L.np.square,
+    "arcsin": lambda L: L.np.arcsin, "arccos": lambda L: L.np.arccos, "arctan": lambda L: L.np.arctan,
+    "erf": lambda L: L.lax.erf, "erfc": lambda L: L.lax.erfc, "erf_inv": lambda L: L.lax.erf_inv,
+    "digamma": lambda L: L.lax.digamma, "pow2": lambda L: lambda x: x ** 2, "pow3": lambda L: lambda x: x ** 3,
+    "pow_m2": lambda L: lambda x: L.lax.integer_pow(x, -2), "reciprocal": lambda L: L.np.reciprocal,
+    "sin": lambda L: L.np.sin,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CONST_FACTOR))
+@pytest.mark.parametrize("shape", [(), (2,)])
+def test_elementwise_tangent_weak_type_of_weak_array(name, shape):
+    # JAX's jvp rules scale by _const(x, c): weak for a weak scalar x, strong for a weak array, so the tangent and
+    # the cotangent of a weakly typed array (a broadcast Python float) are strongly typed (ftrans's stayed weak)
+    def jvp_run(L):
+        x = L.np.broadcast_to(0.5, shape)
+        return L.jvp(_CONST_FACTOR[name](L), (x,), (x,))
+
+    want, got = jvp_run(JX), jvp_run(FT)
+    assert _avals_both(want, got)[0] == _avals_both(want, got)[1]
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5)
+    (jo, jc), (fo, fc) = _vjp_both(lambda L: lambda x: _CONST_FACTOR[name](L)(L.np.broadcast_to(x, shape)), 0.5)
+    assert _avals_both(jc, fc)[0] == _avals_both(jc, fc)[1]
+    np.testing.assert_allclose(np.asarray(fc[0]), np.asarray(jc[0]), rtol=1e-5)
