@@ -772,3 +772,19 @@ def test_elementwise_tangent_weak_type_of_weak_array(name, shape):
     (jo, jc), (fo, fc) = _vjp_both(lambda L: lambda x: _CONST_FACTOR[name](L)(L.np.broadcast_to(x, shape)), 0.5)
     assert _avals_both(jc, fc)[0] == _avals_both(jc, fc)[1]
     np.testing.assert_allclose(np.asarray(fc[0]), np.asarray(jc[0]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+@pytest.mark.parametrize("shape", [(), (2,)])
+@pytest.mark.parametrize("other", [1.25, np.inf])
+def test_logaddexp_tangent_weak_type(name, shape, other):
+    # JAX's logaddexp jvp replaces +inf by lax._zeros(x) (a full_like, as weakly typed as x at any rank): the
+    # tangent of weakly typed arrays is weak (ftrans's rank-0 constant made a weak array's tangent strong)
+    def run(L):
+        x, y = L.np.broadcast_to(0.5, shape), L.np.broadcast_to(other, shape)
+        return L.jvp(getattr(L.np, name), (x, y), (x, x))
+
+    want, got = run(JX), run(FT)
+    assert _avals_both(want, got)[0] == _avals_both(want, got)[1]
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
