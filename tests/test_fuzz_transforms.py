@@ -788,3 +788,27 @@ def test_logaddexp_tangent_weak_type(name, shape, other):
     assert _avals_both(want, got)[0] == _avals_both(want, got)[1]
     for w, g in zip(want, got):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+
+
+def test_linearize_of_float0_and_integer_outputs():
+    # linearize of a function returning a float0 value (jvp of an integer output inside) raised; an integer or
+    # bool output's tangent is a float0 NumPy array, as JAX's
+    x = np.float32([1.0, 3.0, 2.0])
+
+    def run(L):
+        f = lambda x: (L.jvp(lambda x: L.np.argmax(x), (x,), (x,)), x.astype(np.int32), x > 1, x * 2)  # noqa: E731
+        y, f_jvp = L.linearize(f, x)
+        return y, f_jvp(x)
+
+    (jy, jt), (fy, ft) = run(JX), run(FT)
+    for want, got in ((jy, fy), (jt, ft)):
+        assert _avals_both(want, got)[0] == _avals_both(want, got)[1]
+    for w, g in zip(jax.tree_util.tree_leaves(jt), jax.tree_util.tree_leaves(ft)):
+        if np.dtype(w.dtype) == jax.dtypes.float0:
+            assert isinstance(g, np.ndarray) and g.dtype == jax.dtypes.float0
+        else:
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w))
+    check_case({"prog": {"n_in": 1, "ops": (("reduce", "argmax", (0,), (("axis", None), ("keepdims", False))),),
+                         "outs": (1,)},
+                "in_avals": (((2, 1, 3), F32, False),), "stack": (("jvp",), ("jvp",), ("linearize",)),
+                "arg_avals": (((2, 1, 3), F32, False),), "seed": 0, "tol": 2e-4})
