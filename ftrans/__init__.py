@@ -124,18 +124,26 @@ def typeof(x):
     """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar, with its
     sharding type (``typeof(x).sharding``, shown over the abstract mesh as JAX's: the layout over Explicit mesh
     axes, else each dimension unsplit)."""
+    import numpy as _np
+
     from ftrans.core.array import Array as _CoreArray
     from ftrans.core.avals import ShapedArray, ShardedAval, ShownAval
     from ftrans.core.keys import is_key
     from ftrans.core.sharding import MeshlessType, NamedSharding, PartitionSpec, TypeSharding, get_mesh
     from ftrans.core.sharding_rules import array_aval
     from ftrans.core.trace import Tracer
+    from ftrans.transforms.ad import float0 as _float0
 
     if isinstance(x, Ref):
         return x.aval
     if is_key(x):  # a typed key array's type is its key dtype over its key shape, as JAX's (not its uint32 data)
         return ShapedArray(tuple(x.shape), x.dtype)
-    aval = array_aval(x)
+    if type(x) is _np.ndarray and x.dtype == _float0:
+        # a float0 tangent or cotangent (what jvp, vjp and grad give an integer or bool input or output): typed
+        # as JAX's, though no operation takes it
+        aval = ShapedArray(tuple(x.shape), _float0, False)
+    else:
+        aval = array_aval(x)
     if aval.typed_sharding is not None and type(aval) is ShardedAval:
         pass  # (its ``sharding`` is shown as JAX shows a type's sharding: over the abstract mesh)
     elif type(aval) is ShapedArray:  # untyped: each dimension unsplit, over its mesh, the current one, or none

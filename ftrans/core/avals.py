@@ -150,13 +150,13 @@ class ShapedArray(AbstractValue):
 
     def __repr__(self) -> str:
         w = ", weak_type=True" if self.weak_type else ""
-        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{w})"
+        return f"ShapedArray({_dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]{w})"
 
     def __str__(self) -> str:
         # JAX's ``str`` of a type (what ``print(jax.typeof(x))`` shows): the full dtype name, ``~`` for a weak
         # type (the IR printer and messages use ``str_short``).
         w = "~" if self.weak_type else ""
-        return f"{w}{self.dtype.name}[{','.join(map(str, self.shape))}]"
+        return f"{w}{_dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
 
 
 def _other_memory(space: Any) -> None:
@@ -238,7 +238,7 @@ class VaryingAval(ShapedArray):
 
     def __repr__(self) -> str:
         w = ", weak_type=True" if self.weak_type else ""
-        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{self._suffix()}{w})"
+        return f"ShapedArray({_dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]{self._suffix()}{w})"
 
 
 def _vma_suffix(vma: frozenset, unreduced: frozenset = frozenset(), reduced: frozenset = frozenset()) -> str:
@@ -379,6 +379,11 @@ def out_struct_sharding(aval: Any, sharding: Any) -> Any:
         if not m.empty and all(t.name in ("Explicit", "Manual") for t in m.axis_types):
             return sh
     return None
+
+
+def _dtype_name(d: Any) -> str:
+    """A dtype's name in a printed type: NumPy's, except JAX's ``float0`` (NumPy calls it ``void``)."""
+    return "float0" if getattr(d, "names", None) == ("float0",) else d.name
 
 
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:

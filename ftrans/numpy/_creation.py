@@ -357,6 +357,9 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
     See also:
         `asarray` (no copy when nothing changes), `zeros`, `arange`.
     """
+    if type(object) is np.ndarray and object.dtype == _FLOAT0 and (dtype is None or _is_float0(dtype)):
+        # a float0 tangent or cotangent (jvp/vjp/grad of an integer) stays one, a NumPy array, as JAX's
+        return _float0_array(object.shape)
     if device is not None and out_sharding is not None:
         raise FtransValueError(f"jnp.array: only one of `device` or `out_sharding` can be set, got "
                                f"device={device} and out_sharding={out_sharding}")

@@ -788,7 +788,8 @@ def _logaddexp_impl(a: Any, b: Any, exp_prim: Primitive, scale: float) -> Any:
 def _pos_inf_to_zero(x: Any) -> Any:
     """``x`` with its ``+inf`` entries (of the real part, if complex) replaced by zero."""
     re = E.real_p.bind(x) if _dtype(x).kind == "c" else x
-    return _select(E.eq_p.bind(re, _lax_const(re, np.inf)), _lax_const(x, 0), x)
+    d, w = dtype_weak(x)  # (JAX's lax._zeros(x), a full_like: as weakly typed as x at any rank)
+    return _select(E.eq_p.bind(re, _lax_const(re, np.inf)), _const(d, 0, w), x)
 
 
 def _logaddexp_jvp(fn: Any, exp_prim: Primitive, primals: tuple, tangents: tuple) -> tuple:

@@ -180,8 +180,9 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     amax = jnp.max(real, axis=dims, keepdims=keepdims, where=where, initial=-np.inf)
     amax = lax.stop_gradient(jnp.where(jnp.isfinite(amax), amax, jnp.zeros_like(amax)))
     amax_with_dims = amax if keepdims else lax.expand_dims(amax, sorted(dims))
-    # (jnp, not lax: the reduced dims are size 1 here and need broadcasting)
-    exp_a = jnp.exp(jnp.subtract(a_arr, amax_with_dims.astype(a_arr.dtype)))
+    # (lax.sub, as JAX's: it broadcasts the size-1 reduced dims, and a weakly typed ``a`` stays uncast, so its
+    # cotangent is strongly typed as JAX's)
+    exp_a = jnp.exp(lax.sub(a_arr, amax_with_dims.astype(a_arr.dtype)))
     if b_arr is not None:
         exp_a = jnp.multiply(exp_a, b_arr)
     sumexp = jnp.sum(exp_a, axis=dims, keepdims=keepdims, where=where)

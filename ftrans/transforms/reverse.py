@@ -762,7 +762,7 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
                                                      given, transform="jvp")
     out_tree = out_tree_box[0]
     in_avals = [aval_of(x) for x in leaves]
-    out_avals = [aval_of(x) for x in p_out]
+    out_avals = [_out_aval(x) for x in p_out]
     f_jvp = _Linearized(_fname(fun), lin, diff, zero_out, in_avals, in_tree, out_avals, out_tree)
     out = tree_util.tree_unflatten(out_tree, p_out)
     if has_aux:
@@ -827,9 +827,25 @@ def _lift_linearized(jaxpr: Jaxpr, meta: tuple, consts: list, *tangents: Any) ->
             raise _vma_mismatch(name, i, ta, aval, tv, pv)
         ins.append(t)
     outs = iter(eval_jaxpr(jaxpr, list(consts), *ins))
-    res = [Array._new(np.zeros(a.shape, tangent_aval(a).dtype), False) if z else next(outs)
+    res = [_zero_tangent(a) if z else next(outs)
            for a, z in zip(out_avals, zero_out)]
     return tree_util.tree_unflatten(out_tree, res)
+
+
+def _out_aval(x: Any) -> ShapedArray:
+    """A primal output's type; a float0 output (the tangent of an integer, from a jvp inside) included."""
+    if type(x) is np.ndarray and x.dtype == float0:
+        return ShapedArray(x.shape, float0, False)
+    return aval_of(x)
+
+
+def _zero_tangent(aval: ShapedArray) -> Any:
+    """The instantiated zero tangent of an output of type ``aval``: weakly typed where the output is (JAX's
+    ``zeros_like_aval`` of the tangent type); an integer, bool or float0 output's is a float0 NumPy array."""
+    ta = tangent_aval(aval)
+    if ta.dtype == float0:
+        return np.zeros(aval.shape, float0)
+    return Array._new(np.zeros(aval.shape, ta.dtype), bool(ta.weak_type))
 
 
 class _Linearized:

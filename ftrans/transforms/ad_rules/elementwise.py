@@ -23,6 +23,7 @@ from ftrans.transforms.ad import (
     broadcast_to,
     defjvp_linear,
     defjvp_zero,
+    jvp_rules,
     register_jvp,
     zeros_like_aval,
 )
@@ -341,3 +342,30 @@ for _prim in (E.eq_p, E.ne_p, E.lt_p, E.le_p, E.gt_p, E.ge_p, E.and_p, E.or_p, E
     defjvp_zero(_prim)
 
 _unary(E.square_p, lambda x, y: B.mul(x, 2))
+
+
+def _const_factor_rule(prim) -> None:
+    """JAX's jvp rules of these primitives scale the tangent by a constant made with ``_const(x, c)``: a weakly
+    typed Python scalar when ``x`` is a weakly typed rank-0 operand, a strong rank-0 NumPy array otherwise.
+    So the tangent (and a cotangent) of a weakly typed *array* is strongly typed (``jvp(jnp.sqrt)`` of
+    ``broadcast_to(2.0, (2,))``), while a weak scalar's stays weak.  ftrans's rules scale by Python scalars,
+    which keep it weak: for a weak array the rule runs on the operand made strong (its factor is then strong,
+    in the tangent and in its transpose), and the primal output keeps the operand's weak type."""
+    inner = jvp_rules[prim]
+
+    def rule(primals: list, tangents: list, **params: Any) -> tuple[Any, Any]:
+        x = primals[0]
+        a = aval_of(x)
+        if not (a.weak_type and a.shape) or type(tangents[0]) is Zero:
+            return inner(primals, tangents, **params)
+        strong = S.convert_element_type_p.bind(x, new_dtype=a.dtype, weak_type=False)
+        _, t = inner([strong, *primals[1:]], tangents, **params)
+        return prim.bind(x, **params), t
+
+    rule.__name__ = inner.__name__
+    jvp_rules[prim] = rule
+
+
+for _prim in (E.tan_p, E.exp2_p, E.sqrt_p, E.rsqrt_p, E.cbrt_p, E.square_p, E.asin_p, E.acos_p, E.atan_p,
+              E.erf_p, E.erfc_p, E.erf_inv_p, E.digamma_p, E.integer_pow_p):
+    _const_factor_rule(_prim)

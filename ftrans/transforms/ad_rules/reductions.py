@@ -277,6 +277,10 @@ def _cumulative_rule(prim, combine: Callable[[Pair, Pair], Pair]) -> None:
         _, t_out = _prefix_scan(combine, (x, t), axis)
         if reverse:
             t_out = S.rev_p.bind(t_out, dimensions=(axis,))
+        if _shape(x)[axis] >= 2 and aval_of(out).weak_type:
+            # JAX's primal output comes out of the same scan, whose interleaving pads with a strong zero: a
+            # weakly typed operand's cumulative max/min/product/logsumexp is strongly typed under jvp
+            out = S.convert_element_type_p.bind(out, new_dtype=_dtype(out), weak_type=False)
         return out, t_out
 
     rule.__name__ = f"{prim.name}_jvp"

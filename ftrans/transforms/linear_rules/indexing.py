@@ -23,7 +23,7 @@ from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import indexing as I
 from ftrans.core.trace import aval_of
 from ftrans.transforms.ad_rules.indexing import _inverse_gather
-from ftrans.transforms.linear_rules._util import ct_zeros
+from ftrans.transforms.linear_rules._util import ct_zeros, zeros
 from ftrans.transforms.transpose import is_undefined, register_transpose
 
 
@@ -44,7 +44,9 @@ def _gather_t(ct: Any, operand: Any, indices: Any, *, dimension_numbers: Any, sl
         operand_batching_dims=dn.operand_batching_dims,
         scatter_indices_batching_dims=dn.start_indices_batching_dims,
     )
-    out = I.scatter_add_p.bind(ct_zeros(operand.aval, ct), indices, ct, dimension_numbers=sdn, mode=mode,
+    # (JAX scatters into lax.full(shape, 0, dtype): strong zeros, so the cotangent is strong for a weak ct)
+    zero = zeros(operand.aval.update(dtype=aval_of(ct).dtype, weak_type=False))
+    out = I.scatter_add_p.bind(zero, indices, ct, dimension_numbers=sdn, mode=mode,
                                indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
                                update_jaxpr=None)
     return [out, None]
