@@ -20,8 +20,8 @@ import numpy as np
 from ftrans.core import pytrees as tree_util
 from ftrans.core.avals import ShapedArray
 from ftrans.core.operands import as_operand
-from ftrans.core.prims.buffer_callback import ExecutionContext, buffer_callback_p
 from ftrans.core.prims.buffer_callback import BufferCallback as _BufferCallback
+from ftrans.core.prims.buffer_callback import ExecutionContext, buffer_callback_p
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError, user_location
 from ftrans.lowering import compat as _compat
@@ -34,13 +34,18 @@ __all__ = ["Buffer", "ExecutionContext", "ExecutionStage", "buffer_callback"]
 Buffer, ExecutionStage = _compat.buffer_callback_types()
 
 
+class ResultShapeDtypeError(FtransTypeError, AttributeError):
+    """A leaf of ``result_shape_dtypes`` without ``shape``/``dtype``: a ``TypeError``, and an
+    ``AttributeError`` as JAX's (which reads the missing attribute)."""
+
+
 def _result_avals(result_shape_dtypes: Any) -> tuple[tuple, Any]:
     leaves, tree = tree_util.tree_flatten(result_shape_dtypes)
     avals = []
     for leaf in leaves:
         shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
         if shape is None or dtype is None:
-            raise FtransTypeError(
+            raise ResultShapeDtypeError(
                 f"buffer_callback: result_shape_dtypes must be a pytree of values with .shape and .dtype (for "
                 f"example ShapeDtypeStruct), got a leaf of type {type(leaf).__name__}")
         avals.append(ShapedArray(tuple(int(d) for d in shape), np.dtype(dtype), False))
