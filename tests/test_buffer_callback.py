@@ -57,7 +57,7 @@ def test_eager_and_jit_copy_match_jax(dtype):
     def run(lib, _, bc):
         seen.clear()
         f = bc.buffer_callback(copy, lib.ShapeDtypeStruct(data.shape, data.dtype))
-        return f(data), lib.jit(f)(data), seen["info"]
+        return lib.block_until_ready((f(data), lib.jit(f)(data))) + (seen["info"],)
 
     (je, jj, jinfo), (fe, fj, finfo) = _both(run)
     _assert_same(je, fe)
@@ -149,7 +149,7 @@ def test_vmap_each_method_matches_jax(method, y_batched):
         else:
             out = lib.vmap(f, in_axes=(0, None))(X, Y[0])
         jitted = lib.jit(lib.vmap(f, in_axes=(1, None), out_axes=1))(X.T.copy(), Y[0])
-        return out, jitted, rec
+        return lib.block_until_ready((out, jitted)) + (rec,)
 
     (jo, jj, jrec), (fo, fj, frec) = _both(run)
     _assert_same(jo, fo)
@@ -188,7 +188,7 @@ def test_input_output_aliases_share_the_buffer():
             y[...] = x * 2
 
         f = bc.buffer_callback(cb, lib.ShapeDtypeStruct(X.shape, X.dtype), input_output_aliases={0: 0})
-        return f(X), lib.jit(f)(X), ptrs
+        return lib.block_until_ready((f(X), lib.jit(f)(X))) + (ptrs,)
 
     (je, jj, jp), (fe, fj, fp) = _both(run)
     _assert_same(je, fe)
@@ -231,9 +231,9 @@ def test_side_effect_keeps_an_unused_call_and_a_pure_one_is_dropped():
 
         pure = bc.buffer_callback(cb, lib.ShapeDtypeStruct((3, 4), np.float32))
         effect = bc.buffer_callback(cb, lib.ShapeDtypeStruct((3, 4), np.float32), has_side_effect=True)
-        lib.jit(lambda x: (pure(x), x * 2)[1])(X)
+        lib.block_until_ready(lib.jit(lambda x: (pure(x), x * 2)[1])(X))
         n_pure = len(calls)
-        lib.jit(lambda x: (effect(x), x * 2)[1])(X)
+        lib.block_until_ready(lib.jit(lambda x: (effect(x), x * 2)[1])(X))
         return n_pure, len(calls)
 
     assert _both(run) == ((0, 1), (0, 1))
@@ -367,3 +367,56 @@ def test_the_eager_program_is_compiled_once_per_signature():
     for _ in range(3):
         np.testing.assert_array_equal(f(X[1, :3]), X[1, :3] + 1)
     assert device_eager.stats["compiles"] == before
+
+
+# ---------------------------------------------------------------- several devices, control flow
+
+
+def _doubler(seen):
+    def cb(ctx, out, x):
+        seen.append(np.asarray(x).shape)
+        np.asarray(out)[...] = np.asarray(x) * 2
+    return cb
+
+
+@pytest.mark.needs_devices(2)
+@pytest.mark.parametrize("where", ["jit", "shard_map", "eager"])
+def test_on_a_mesh_of_two_devices(where):
+    """Over whole arrays each device calls it on the whole (replicated) operand, as JAX's does; in a shard_map
+    body each device calls it on its own shard."""
+    def run(lib, _, bc):
+        seen = []
+        mesh = lib.make_mesh((2,), ("i",))
+        spec = lib.sharding.PartitionSpec("i")
+        x = lib.device_put(np.arange(8, dtype=np.float32), lib.sharding.NamedSharding(mesh, spec))
+        if where == "shard_map":
+            g = bc.buffer_callback(_doubler(seen), lib.ShapeDtypeStruct((4,), np.float32))
+            out = lib.jit(lib.shard_map(g, mesh=mesh, in_specs=spec, out_specs=spec))(x)
+        else:
+            f = bc.buffer_callback(_doubler(seen), lib.ShapeDtypeStruct((8,), np.float32))
+            out = lib.jit(f)(x) if where == "jit" else f(x)
+        return lib.block_until_ready(out), sorted(seen)  # (JAX's calls run asynchronously)
+
+    (jo, js), (fo, fs) = _both(run)
+    _assert_same(jo, fo)
+    assert js == fs
+
+
+@pytest.mark.parametrize("flow", ["scan", "cond", "while"])
+def test_in_control_flow_bodies(flow):
+    def run(lib, _, bc):
+        seen = []
+        h = bc.buffer_callback(_doubler(seen), lib.ShapeDtypeStruct((2,), np.float32))
+        xs = np.arange(8, dtype=np.float32).reshape(4, 2)
+        lax = lib.lax
+        if flow == "scan":
+            out = lib.jit(lambda xs: lax.scan(lambda c, r: (c, h(r)), 0.0, xs)[1])(xs)
+        elif flow == "cond":
+            out = lib.jit(lambda p, r: lax.cond(p, h, lambda r: r, r))(True, xs[1])
+        else:
+            out = lib.jit(lambda r: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, h(c[1])), (0, r)))(xs[1])
+        return lib.block_until_ready(out), seen
+
+    (jo, js), (fo, fs) = _both(run)
+    _assert_same(jo, fo)
+    assert js == fs
