@@ -420,3 +420,20 @@ def test_in_control_flow_bodies(flow):
     (jo, js), (fo, fs) = _both(run)
     _assert_same(jo, fo)
     assert js == fs
+
+
+def test_export_is_refused_as_jax_refuses_it():
+    def run(lib, _, bc):
+        f = bc.buffer_callback(_add_one, lib.ShapeDtypeStruct((3,), np.float32))
+        with pytest.raises(NotImplementedError) as e:
+            lib.export.export(lib.jit(f))(lib.ShapeDtypeStruct((3,), np.float32))
+        return str(e.value)
+
+    _, msg = _both(run)
+    assert "buffer_callback" in msg
+
+
+@pytest.mark.needs_devices(2)
+def test_pmap():
+    _assert_same(*_both(lambda lib, _, bc: lib.pmap(bc.buffer_callback(
+        _add_one, lib.ShapeDtypeStruct((3,), np.float32)))(np.ones((2, 3), np.float32))))
