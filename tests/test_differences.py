@@ -825,6 +825,26 @@ def test_callback_exception_keeps_its_type():
         ftrans.jit(lambda x: ftrans.pure_callback(fail, ftrans.ShapeDtypeStruct((), np.float32), x))(1.0)
 
 
+def test_buffer_callback_exception_keeps_its_type():
+    from jax.experimental import buffer_callback as jbc
+
+    from ftrans.experimental import buffer_callback as fbc
+
+    def fail(ctx, out, x):
+        raise KeyError("Ooops")
+
+    with pytest.raises(RuntimeError, match="Ooops") as e:
+        jax.jit(jbc.buffer_callback(fail, jax.ShapeDtypeStruct((), np.float32)))(1.0).block_until_ready()
+    assert not isinstance(e.value, KeyError)
+    with pytest.raises(KeyError, match="Ooops") as e:
+        ftrans.jit(fbc.buffer_callback(fail, ftrans.ShapeDtypeStruct((), np.float32)))(1.0)
+    assert isinstance(e.value, RuntimeError) and any("in your code at" in n for n in e.value.__notes__)
+    for bc, api in ((jbc, jax), (fbc, ftrans)):  # returning a value: a RuntimeError in both; ftrans's a ValueError
+        with pytest.raises(RuntimeError, match="must not return any values") as e:
+            bc.buffer_callback(lambda c, o, x: 1, api.ShapeDtypeStruct((), np.float32))(1.0)
+        assert isinstance(e.value, ValueError) == (api is ftrans)
+
+
 def test_ordered_print_in_batched_while_condition_keeps_the_right_values(capsys):
     def count_to_5(J, L):
         def cond(x):

@@ -397,6 +397,15 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         input_layouts=[(1, 0)], output_layouts=[(1, 0), None], input_output_aliases={0: 0})(x)
     (qr_eqn,) = ftrans.make_jaxpr(qr)(qr_in).eqns
     s["ffi_call"] = [((qr_in,), dict(qr_eqn.params))]
+    # buffer_callback: a callback filling its output with its input plus one (the params buffer_callback binds).
+    from ftrans.experimental.buffer_callback import buffer_callback
+
+    def _add_one(ctx, out, x):
+        np.asarray(out)[...] = np.asarray(x) + 1
+
+    bc_in = arr((3,), f32)
+    (bc_eqn,) = ftrans.make_jaxpr(buffer_callback(_add_one, ftrans.ShapeDtypeStruct((3,), f32)))(bc_in).eqns
+    s["buffer_callback"] = [((bc_in,), dict(bc_eqn.params))]
     # call_exported: a function exported with ftrans.export.
     from ftrans import export as ftrans_export
 

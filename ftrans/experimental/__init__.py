@@ -44,3 +44,6 @@ __all__ += ["scheduling_groups", "xla_metadata"]
 from ftrans.experimental import serialize_executable  # noqa: E402
 
 __all__ += ["serialize_executable"]
+from ftrans.experimental import buffer_callback  # noqa: E402
+
+__all__ += ["buffer_callback"]

@@ -140,8 +140,8 @@ def _check_module(text: str, disabled: Sequence[DisabledSafetyCheck]) -> None:
 
     if host_callbacks_of(text):
         raise NotImplementedError(
-            "export: the function calls back into Python (pure_callback, io_callback, debug.print or "
-            "debug.callback); a host callback's Python function cannot be stored with the module, so such a "
+            "export: the function calls back into Python (pure_callback, io_callback, buffer_callback, debug.print "
+            "or debug.callback); a host callback's Python function cannot be stored with the module, so such a "
             "function cannot be exported")
     allowed = {c.is_custom_call() for c in disabled} - {None}
     if "ALL" in allowed:

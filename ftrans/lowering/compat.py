@@ -1161,3 +1161,12 @@ def jax_test_harness() -> Any:
     """
     from jax._src import test_util as jtu
     return jtu
+
+
+def buffer_callback_types() -> tuple[type, type]:
+    """jaxlib's ``Buffer`` (what a buffer callback's arguments are: array-likes over the running program's
+    device buffers, with ``__array__``/``__dlpack__`` on the CPU and ``__cuda_array_interface__`` on a GPU)
+    and ``ExecutionStage`` (the enum ``ExecutionContext.stage`` gives)."""
+    from jax._src.lib import ffi as _ffi_lib
+
+    return _ffi_lib.Buffer, _ffi_lib.ExecutionStage

@@ -1,6 +1,7 @@
 """Every primitive, grouped by kind; importing this registers them all."""
 
 from ftrans.core.prims import (  # noqa: F401
+    buffer_callback,
     callbacks,
     calls,
     collectives,

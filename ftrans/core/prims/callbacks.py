@@ -31,7 +31,7 @@ from ftrans.core.primitive import Primitive, never_weak
 from ftrans.errors import FtransError
 
 __all__ = ["debug_callback_p", "debug_print_p", "pure_callback_p", "io_callback_p", "HostCallback", "CallbackResultError",
-           "take_callback_error", "VMAP_METHODS"]
+           "take_callback_error", "note_callback_error", "VMAP_METHODS"]
 
 logger = logging.getLogger("ftrans.callback")
 
@@ -92,6 +92,12 @@ def also_runtime_error(e: Exception) -> Exception:
         return e
     new.__context__ = e.__context__
     return new
+
+
+def note_callback_error(e: BaseException) -> None:
+    """Remember ``e``, raised by a callback a running program made, for ``take_callback_error``."""
+    with _errors_lock:
+        _last_error.append(e)
 
 
 def take_callback_error() -> BaseException | None:
@@ -191,8 +197,7 @@ class HostCallback:
             try:
                 return tuple(self.call([np.array(a) for a in arrays], avals))
             except BaseException as e:
-                with _errors_lock:
-                    _last_error.append(e)
+                note_callback_error(e)
                 raise
             finally:
                 _host.depth -= 1

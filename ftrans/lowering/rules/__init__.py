@@ -4,6 +4,7 @@ Importing this package registers every rule in ``ftrans.lowering.lower.lowering_
 """
 
 from ftrans.lowering.rules import (
+    buffer_callback,  # noqa: F401
     callbacks,  # noqa: F401
     calls,  # noqa: F401
     collectives,  # noqa: F401

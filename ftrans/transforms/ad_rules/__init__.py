@@ -9,6 +9,7 @@ from ftrans.transforms.ad_rules import elementwise  # noqa: F401
 # The structural, reduction, sorting, indexing and windowed families (a relative import keeps
 # this an appended line that ruff's import sorting accepts as its own block).
 from . import (  # noqa: F401
+    buffer_callback,
     callbacks,
     calls,
     collectives,

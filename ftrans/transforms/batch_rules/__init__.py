@@ -1,6 +1,7 @@
 """Batching rules, one module per primitive family; importing this package registers them all."""
 
 from . import (  # noqa: F401
+    buffer_callback,
     callbacks,
     calls,
     collectives,

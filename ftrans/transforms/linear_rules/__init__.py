@@ -6,6 +6,7 @@ reason a user would see), so the registry-coverage test finds no gap.
 """
 
 from . import (  # noqa: F401
+    buffer_callback,
     callbacks,
     calls,
     collectives,

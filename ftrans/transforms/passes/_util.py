@@ -17,8 +17,10 @@ __all__ = ["Rewriter", "stage_expr", "literal_value", "is_literal_value", "param
 # one would call it at compile time). All but ``pure_callback`` are never dropped either; effectful
 # equations (``core.ir.eqn_has_effects``: callbacks that print or do I/O, or bodies holding them) are
 # never dropped, merged or moved.
-IMPURE = frozenset({"optimization_barrier", "pure_callback", "debug_callback", "debug_print", "io_callback"})
-DROPPABLE_IMPURE = frozenset({"pure_callback"})
+IMPURE = frozenset({"optimization_barrier", "pure_callback", "debug_callback", "debug_print", "io_callback",
+                    "buffer_callback"})
+# (a ``buffer_callback`` with ``has_side_effect=True`` is effectful, so kept all the same)
+DROPPABLE_IMPURE = frozenset({"pure_callback", "buffer_callback"})
 
 
 def literal_value(a: Any) -> Any:
