@@ -5,7 +5,6 @@ interconnect bytes and hops, peak live bytes), and bad input raises a specific e
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 import sys
 import types
@@ -13,7 +12,9 @@ import types
 import numpy as np
 import pytest
 
-if importlib.util.find_spec("absl") is None:
+try:
+    import absl.logging  # noqa: F401
+except ImportError:
     # jax's roofline logs through absl; where absl is not installed, route that to the logging module so the
     # oracle imports (only ``absl.logging.warning`` is used).
     _absl = types.ModuleType("absl")
