@@ -154,7 +154,7 @@ def test_gather(mode):
     same(make)
 
 
-@pytest.mark.parametrize("fn", ["scatter_add", "scatter_mul", "scatter_min", "scatter_max", "scatter"])
+@pytest.mark.parametrize("fn", ["scatter_add", "scatter_sub", "scatter_mul", "scatter_min", "scatter_max", "scatter"])
 def test_scatter(fn):
     def make(L):
         dn = L.lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),

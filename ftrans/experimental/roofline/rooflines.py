@@ -325,8 +325,8 @@ def _scatter_roofline_with(flops_per_update: int):
     return rule
 
 
-# scatter_add/mul/min/max combine each update with one binary op; a plain scatter only copies.
-for _name in ("scatter_add", "scatter_max", "scatter_min", "scatter_mul"):
+# scatter_add/sub/mul/min/max combine each update with one binary op; a plain scatter only copies.
+for _name in ("scatter_add", "scatter_sub", "scatter_max", "scatter_min", "scatter_mul"):
     register_roofline(_prim(_name))(_scatter_roofline_with(1))
 register_roofline(_prim("scatter"))(_scatter_roofline_with(0))
 
