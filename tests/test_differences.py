@@ -1271,3 +1271,14 @@ def test_roofline_collective_axes():
     _, f = froof.roofline(lambda a: flax.all_to_all(a, "data", 0, 1, tiled=True), mesh=fm, in_specs=fP("data"),
                           out_specs=fP(None, "data"))(ftrans.ShapeDtypeStruct((4, 4), np.float32))
     assert set(f.ici_bytes) == {"data"}
+
+
+def test_checkify_index_checks_cover_at_subtract():
+    from jax.experimental import checkify as jc
+
+    from ftrans.experimental import checkify as fc
+
+    jerr, jout = jc.checkify(lambda a: a.at[7].subtract(1.0), errors=jc.index_checks)(jnp.arange(4.0))
+    ferr, fout = fc.checkify(lambda a: a.at[7].subtract(1.0), errors=fc.index_checks)(fnp.arange(4.0))
+    assert jerr.get() is None and "out-of-bounds" in ferr.get()
+    np.testing.assert_array_equal(fout, jout)

@@ -89,3 +89,4 @@ def test_bad_input():
         fnp.asarray([True, False]).at[0].subtract(True)
     with pytest.raises(TypeError):
         fl.scatter_sub(X, IDX, U.astype(np.int32), dn(fl))
+
