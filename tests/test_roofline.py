@@ -405,3 +405,14 @@ def test_public_names_like_jax():
     assert want <= have, want - have
     assert set(froof.__all__) == {"RooflineResult", "RooflineRuleContext", "RooflineShape", "register_roofline",
                                   "register_standard_roofline", "roofline", "roofline_and_grad"}
+
+
+def test_typed_keys_ordered_callbacks_and_vmap():
+    same(lambda L: (L.roof.roofline(lambda k: L.ft.random.split(k, 3)), (L.ft.random.key(0),)))
+    same(lambda L: (L.roof.roofline(lambda k: L.ft.random.fold_in(k, 3)), (L.ft.random.key(0),)))
+
+    def io(L):
+        cb = L.ft.experimental.io_callback
+        return lambda x: cb(lambda v: v, L.ft.ShapeDtypeStruct(x.shape, x.dtype), x, ordered=True)
+    same(lambda L: (L.roof.roofline(io(L)), (L.np.ones(3),)))
+    same(lambda L: (L.roof.roofline(lambda x: L.ft.vmap(lambda v: L.np.sin(v) @ v)(x)), (L.np.ones((2, 3, 3)),)))
