@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import sys
 import types
+from functools import partial
 
 import numpy as np
 import pytest
@@ -416,3 +417,25 @@ def test_typed_keys_ordered_callbacks_and_vmap():
         return lambda x: cb(lambda v: v, L.ft.ShapeDtypeStruct(x.shape, x.dtype), x, ordered=True)
     same(lambda L: (L.roof.roofline(io(L)), (L.np.ones(3),)))
     same(lambda L: (L.roof.roofline(lambda x: L.ft.vmap(lambda v: L.np.sin(v) @ v)(x)), (L.np.ones((2, 3, 3)),)))
+
+
+def test_all_gather_records_a_tuple_of_names_and_remat_policies_see_it():
+    # JAX's all_gather records axis_name=('x',); a checkpoint policy comparing it with "x" does not match, so the
+    # gathered value is recomputed in the backward pass on both (the figures of JAX's test_remat).
+    def body(L):
+        def policy(prim, *args, **kwargs):
+            return prim == L.lax.all_gather_p and kwargs["axis_name"] == "x"
+
+        @partial(L.ft.checkpoint, policy=policy)
+        def f(a, b):
+            return a @ L.lax.all_gather(b, "x", axis=0, tiled=True)
+        return f
+    _sharded(body, [("x", None), ("x", None)], lambda L: L.P("x", None), grad=True)
+    fmesh = _mesh(F)
+    fj = ftrans.make_jaxpr(ftrans.shard_map(lambda a: flax.all_gather(a, "x", tiled=True), mesh=fmesh,
+                                            in_specs=F.P("x"), out_specs=F.P("x")))(fnp.ones((4,)))
+    jmesh = _mesh(J)
+    jj = jax.make_jaxpr(jax.shard_map(lambda a: jlax.all_gather(a, "x", tiled=True), mesh=jmesh,
+                                      in_specs=J.P("x"), out_specs=J.P("x")))(jnp.ones((4,)))
+    assert fj.jaxpr.eqns[0].params["jaxpr"].eqns[-1].params["axis_name"] == \
+        jj.eqns[0].params["jaxpr"].eqns[-1].params["axis_name"] == ("x",)
