@@ -1275,3 +1275,23 @@ def test_checkify_index_checks_cover_at_subtract():
     ferr, fout = fc.checkify(lambda a: a.at[7].subtract(1.0), errors=fc.index_checks)(fnp.arange(4.0))
     assert jerr.get() is None and "out-of-bounds" in ferr.get()
     np.testing.assert_array_equal(fout, jout)
+
+
+def test_programs_jax_traces_but_cannot_run_are_refused_when_tracing():
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    jax.make_jaxpr(lambda v: jlax.cumlogsumexp(v, axis=1))(x)  # traces on JAX ...
+    with pytest.raises(OverflowError):
+        jax.jit(lambda v: jlax.cumlogsumexp(v, axis=1))(x)  # ... but does not run
+    with pytest.raises(TypeError, match="floating-point"):
+        ftrans.make_jaxpr(lambda v: flax.cumlogsumexp(v, axis=1))(x)
+    jmesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
+    fmesh = ftrans.sharding.Mesh(np.array(ftrans.devices()[:1]), ("x",))
+    jf = jax.shard_map(lambda a: jlax.ppermute(a, "x", perm=((1, 0), (0, 1))), mesh=jmesh,
+                       in_specs=jax.sharding.PartitionSpec("x"), out_specs=jax.sharding.PartitionSpec("x"))
+    jax.make_jaxpr(jf)(jnp.ones(2))
+    with pytest.raises(ValueError):
+        jax.jit(jf)(jnp.ones(2))
+    ff = ftrans.shard_map(lambda a: flax.ppermute(a, "x", perm=((1, 0), (0, 1))), mesh=fmesh,
+                          in_specs=ftrans.sharding.PartitionSpec("x"), out_specs=ftrans.sharding.PartitionSpec("x"))
+    with pytest.raises(ValueError, match="out of range"):
+        ftrans.make_jaxpr(ff)(fnp.ones(2))
