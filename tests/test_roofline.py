@@ -439,3 +439,11 @@ def test_all_gather_records_a_tuple_of_names_and_remat_policies_see_it():
                                       in_specs=J.P("x"), out_specs=J.P("x")))(jnp.ones((4,)))
     assert fj.jaxpr.eqns[0].params["jaxpr"].eqns[-1].params["axis_name"] == \
         jj.eqns[0].params["jaxpr"].eqns[-1].params["axis_name"] == ("x",)
+
+
+def test_constants_and_unused_inputs():
+    c = np.ones((3, 8), np.float32)
+    same(lambda L: (L.roof.roofline(lambda x: x * c), (L.np.ones((3, 8)),)))
+    same(lambda L: (L.roof.roofline(lambda x: x * L.np.ones((3, 8))), (L.np.ones((3, 8)),)))
+    # an input nothing reads is left out of the live bytes (the program is pruned first)
+    same(lambda L: (L.roof.roofline(lambda x, y: x), (L.np.ones((3, 8)), L.np.ones(5))))
