@@ -1206,3 +1206,112 @@ def test_simplified_jaxpr_constants_only_change_the_printing():
         jj, fj = jax.make_jaxpr(f)(1.0), ftrans.make_jaxpr(f)(1.0)
         assert "[...]:f32[3]" in str(fj) and "[...]:f32[3]" in str(jj)
     assert not jj.jaxpr.constvars and len(fj.jaxpr.constvars) == 1
+
+
+# ---------------------------------------------------------------- experimental.roofline (docs/differences.md)
+def _jax_roofline():
+    import logging
+    import sys
+    import types
+
+    try:
+        import absl.logging  # noqa: F401
+    except ImportError:  # jax's roofline logs through absl.logging.warning only
+        absl = types.ModuleType("absl")
+        absl.logging = types.SimpleNamespace(warning=logging.getLogger("absl").warning)
+        sys.modules.setdefault("absl", absl)
+        sys.modules.setdefault("absl.logging", absl.logging)
+    from jax.experimental import roofline
+
+    return roofline
+
+
+def test_roofline_broadcast_operand_counts_in_full():
+    jroof = _jax_roofline()
+    from ftrans.experimental import roofline as froof
+
+    _, j = jroof.roofline(lambda a, b: a + b)(jnp.ones((3, 8)), jnp.ones((1, 1)))
+    _, f = froof.roofline(lambda a, b: a + b)(fnp.ones((3, 8)), fnp.ones((1, 1)))
+    assert f.unfused_flops == j.unfused_flops == 24
+    assert (j.unfused_hbm_bytes, f.unfused_hbm_bytes) == (4 * (24 + 1 + 24), 4 * 3 * 24)
+
+
+def test_roofline_cotangent_sums_cost_an_add():
+    jroof = _jax_roofline()
+    from ftrans.experimental import roofline as froof
+
+    _, j = jroof.roofline(lambda x: x * x, vjp=True)(jax.ShapeDtypeStruct((4,), jnp.bfloat16))
+    _, f = froof.roofline(lambda x: x * x, vjp=True)(ftrans.ShapeDtypeStruct((4,), fnp.bfloat16))
+    assert f.unfused_flops == j.unfused_flops + 4
+
+
+def test_roofline_random_split_of_raw_keys():
+    jroof = _jax_roofline()
+    from ftrans.experimental import roofline as froof
+
+    assert jroof.roofline(lambda k: jax.random.split(k)[0])(jax.random.PRNGKey(0))[1].unfused_flops == 0
+    assert froof.roofline(lambda k: ftrans.random.split(k)[0])(ftrans.random.PRNGKey(0))[1].unfused_flops > 0
+
+
+def test_roofline_collective_axes():
+    jroof = _jax_roofline()
+    from ftrans.experimental import roofline as froof
+
+    jmesh = jax.sharding.Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("x", "y"))
+    fmesh = ftrans.sharding.Mesh(np.array(ftrans.devices()[:4]).reshape(2, 2), ("x", "y"))
+    jP, fP = jax.sharding.PartitionSpec, ftrans.sharding.PartitionSpec
+    # one all_to_all over two axes: one equation on JAX, one per axis on ftrans
+    _, j = jroof.roofline(lambda a: jlax.all_to_all(a, ("x", "y"), 0, 1, tiled=True), mesh=jmesh,
+                          in_specs=jP(None, ("x", "y")), out_specs=jP(("x", "y"), None))(
+        jax.ShapeDtypeStruct((8, 8), jnp.float32))
+    _, f = froof.roofline(lambda a: flax.all_to_all(a, ("x", "y"), 0, 1, tiled=True), mesh=fmesh,
+                          in_specs=fP(None, ("x", "y")), out_specs=fP(("x", "y"), None))(
+        ftrans.ShapeDtypeStruct((8, 8), np.float32))
+    assert j.ici_latency == {"x": 2, "y": 2} and f.ici_latency == {"x": 1, "y": 1}
+    # a collective costed without a mesh
+    with pytest.raises(AssertionError):
+        jroof.roofline(jax.shard_map(lambda a: jlax.psum(a, "x"), mesh=jmesh, in_specs=jP("x"),
+                                     out_specs=jP()))(jnp.ones((4,)))
+    with pytest.raises(ValueError, match="needs a mesh"):
+        froof.roofline(ftrans.shard_map(lambda a: flax.psum(a, "x"), mesh=fmesh, in_specs=fP("x"),
+                                        out_specs=fP()))(fnp.ones((4,)))
+    # an all_to_all over an axis with a longer name
+    jm = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("data",))
+    fm = ftrans.sharding.Mesh(np.array(ftrans.devices()[:2]), ("data",))
+    with pytest.raises(KeyError):
+        jroof.roofline(lambda a: jlax.all_to_all(a, "data", 0, 1, tiled=True), mesh=jm, in_specs=jP("data"),
+                       out_specs=jP(None, "data"))(jax.ShapeDtypeStruct((4, 4), jnp.float32))
+    _, f = froof.roofline(lambda a: flax.all_to_all(a, "data", 0, 1, tiled=True), mesh=fm, in_specs=fP("data"),
+                          out_specs=fP(None, "data"))(ftrans.ShapeDtypeStruct((4, 4), np.float32))
+    assert set(f.ici_bytes) == {"data"}
+
+
+def test_checkify_index_checks_cover_at_subtract():
+    from jax.experimental import checkify as jc
+
+    from ftrans.experimental import checkify as fc
+
+    jerr, jout = jc.checkify(lambda a: a.at[7].subtract(1.0), errors=jc.index_checks)(jnp.arange(4.0))
+    ferr, fout = fc.checkify(lambda a: a.at[7].subtract(1.0), errors=fc.index_checks)(fnp.arange(4.0))
+    assert jerr.get() is None and "out-of-bounds" in ferr.get()
+    np.testing.assert_array_equal(fout, jout)
+
+
+def test_programs_jax_traces_but_cannot_run_are_refused_when_tracing():
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    jax.make_jaxpr(lambda v: jlax.cumlogsumexp(v, axis=1))(x)  # traces on JAX ...
+    with pytest.raises(OverflowError):
+        jax.jit(lambda v: jlax.cumlogsumexp(v, axis=1))(x)  # ... but does not run
+    with pytest.raises(TypeError, match="floating-point"):
+        ftrans.make_jaxpr(lambda v: flax.cumlogsumexp(v, axis=1))(x)
+    jmesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
+    fmesh = ftrans.sharding.Mesh(np.array(ftrans.devices()[:1]), ("x",))
+    jf = jax.shard_map(lambda a: jlax.ppermute(a, "x", perm=((1, 0), (0, 1))), mesh=jmesh,
+                       in_specs=jax.sharding.PartitionSpec("x"), out_specs=jax.sharding.PartitionSpec("x"))
+    jax.make_jaxpr(jf)(jnp.ones(2))
+    with pytest.raises(ValueError):
+        jax.jit(jf)(jnp.ones(2))
+    ff = ftrans.shard_map(lambda a: flax.ppermute(a, "x", perm=((1, 0), (0, 1))), mesh=fmesh,
+                          in_specs=ftrans.sharding.PartitionSpec("x"), out_specs=ftrans.sharding.PartitionSpec("x"))
+    with pytest.raises(ValueError, match="out of range"):
+        ftrans.make_jaxpr(ff)(fnp.ones(2))

@@ -20,7 +20,6 @@ LEFT_OUT = {
     "igamma_p", "igammac_p", "igamma_grad_a_p", "polygamma_p", "regularized_incomplete_beta_p", "zeta_p",
     "random_gamma_grad_p",  # series and continued fractions written with lax
     "mulhi_p",  # four half-width products
-    "scatter_sub_p",  # scatter_add of the negated updates
     "select_and_gather_add_p", "select_and_scatter_add_p", "select_and_scatter_p",  # reduce_window's JVP internals
     "split_p", "tile_p", "stack_p", "unstack_p",  # slices, broadcast + reshape, concatenate
     "stage_p", "ragged_all_to_all_p",

@@ -676,6 +676,8 @@ def _captured_samples() -> tuple[dict[str, list[tuple[tuple, dict]]], list[str]]
         (lambda x: x.at[idx].add(1.0), x),
         (lambda x: x.at[idx].add(1), xi),
         (lambda x: x.at[idx].multiply(2.0), x),
+        (lambda x: x.at[idx].subtract(2.0), x),
+        (lambda x: x.at[idx].subtract(3), xi),
         (lambda x: x.at[idx].min(0.0), x),
         (lambda x: x.at[idx].max(5.0), x),
         (lambda x: x.at[np.array([1, 7], np.int32)].set(9.0, mode="drop"), x),

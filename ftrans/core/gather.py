@@ -70,7 +70,7 @@ class ScatterDimensionNumbers(NamedTuple):
 
 
 _MODES = {"clip": "clip", "fill": "fill", "drop": "fill"}
-_COMBINERS = ("set", "add", "mul", "min", "max")
+_COMBINERS = ("set", "add", "sub", "mul", "min", "max")
 
 
 # --------------------------------------------------------------------------
@@ -739,6 +739,8 @@ def scatter(
         flat[lin[last]] = vals[last]
     elif combine == "add":
         np.add.at(flat, lin, vals)
+    elif combine == "sub":
+        np.subtract.at(flat, lin, vals)
     elif combine == "mul":
         np.multiply.at(flat, lin, vals)
     elif combine == "min":

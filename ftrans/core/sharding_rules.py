@@ -542,6 +542,7 @@ def _ur_under_out_sharding(name: str, mesh: Any, out_spec: Any, *avals: ShapedAr
 UR_RULES: dict = {
     "dynamic_update_slice": _ur_dynamic_update_slice, "gather": _ur_under_out_sharding,
     "scatter": _ur_under_out_sharding, "scatter-add": _ur_under_out_sharding, "scatter_add": _ur_under_out_sharding,
+    "scatter_sub": _ur_under_out_sharding,
     "add": _ur_add, "add_any": _ur_add, "mul": _ur_mul, "dot_general": _ur_dot_general,
     "reduce_sum": _ur_reduce_sum, "sharding_constraint": _ur_constraint, "reshape": _ur_reshape,
     "convert_element_type": _ur_same, "transpose": _ur_same, "squeeze": _ur_same, "expand_dims": _ur_same,

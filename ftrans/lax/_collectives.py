@@ -313,10 +313,11 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
         aval = aval_of(v)
         ax = gather_axis(aval)
         if groups is not None:  # one collective over the groups of the names' (row-major) indices
-            return all_gather_p.bind(v, axis_name=_one_name(names), axis=ax, tiled=bool(tiled), axis_index_groups=groups)
-        v = all_gather_p.bind(v, axis_name=names[-1], axis=ax, tiled=bool(tiled), **inv)
+            return all_gather_p.bind(v, axis_name=names, axis=ax, tiled=bool(tiled), axis_index_groups=groups)
+        # (axis_name a tuple of names, as JAX's all_gather records it)
+        v = all_gather_p.bind(v, axis_name=(names[-1],), axis=ax, tiled=bool(tiled), **inv)
         for n in reversed(names[:-1]):  # blocks of the later names, concatenated over the earlier ones
-            v = all_gather_p.bind(v, axis_name=n, axis=ax, tiled=True, **inv)
+            v = all_gather_p.bind(v, axis_name=(n,), axis=ax, tiled=True, **inv)
         checked = vma_checked_names(names) if reduced else ()
         return preduced_p.bind(v, axes=checked) if checked else v
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak
-from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import indexing as I
 from ftrans.core.prims.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
 from ftrans.core.shape_poly import DimExpr
@@ -99,11 +98,8 @@ def scatter_add(operand: Any, scatter_indices: Any, updates: Any, dimension_numb
 
 def scatter_sub(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
-    """JAX's ``lax.scatter_sub``: a scatter-add of the negated updates (exact, wrapping for ints)."""
-    check_arraylike("scatter_sub", operand, scatter_indices, updates)
-    operand = as_operand(operand)
-    neg = E.neg_p.bind(_updates_like("scatter_sub", operand, updates))
-    return _scatter(I.scatter_add_p, "scatter_sub", operand, scatter_indices, neg, dimension_numbers,
+    """JAX's ``lax.scatter_sub``: subtract ``updates`` windows (repeated indices accumulate; ints wrap)."""
+    return _scatter(I.scatter_sub_p, "scatter_sub", operand, scatter_indices, updates, dimension_numbers,
                     indices_are_sorted, unique_indices, mode)
 
 

@@ -108,6 +108,7 @@ from ftrans.core.prims.indexing import (  # noqa: F401
     scatter_min_p,
     scatter_mul_p,
     scatter_p,
+    scatter_sub_p,
 )
 from ftrans.core.prims.reductions import (  # noqa: F401
     argmax_p,
@@ -274,6 +275,7 @@ __all__ = [
     "scatter_min_p",
     "scatter_mul_p",
     "scatter_p",
+    "scatter_sub_p",
     "select_n_p",
     "sharding_constraint_p",
     "shift_left_p",

@@ -892,7 +892,7 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
     (xp, yp), pd, _ = promote_dtypes(name, x, y)
     if pd != d:
         _unsafe_cast_warning(name, dtype_weak(y)[0], d)
-    if prim in (I.scatter_add_p, I.scatter_mul_p) and pd == np.bool_:
+    if prim in (I.scatter_add_p, I.scatter_sub_p, I.scatter_mul_p) and pd == np.bool_:
         raise FtransTypeError(
             f"{name}: boolean arrays do not support this update (x has dtype bool); "
             "use .set, .min or .max, or convert x to an integer dtype"
@@ -1045,13 +1045,8 @@ class _IndexUpdateRef:
 
     def subtract(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                  mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """``x[idx] -= values``: a scatter-add of the negated values."""
-        from ftrans.numpy._elementwise import negative
-
-        x = as_operand(self.array)
-        y = _values_for(x, values)
-        (_, yp), _, _ = promote_dtypes("x.at[idx].subtract", x, y)
-        return self._update(negative(yp), I.scatter_add_p, "subtract", indices_are_sorted, unique_indices,
+        """``x[idx] -= values``: a scatter-sub, as JAX's."""
+        return self._update(values, I.scatter_sub_p, "subtract", indices_are_sorted, unique_indices,
                             mode, out_sharding, wrap_negative_indices)
 
     def multiply(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,

@@ -184,7 +184,7 @@ def _reduction(
             x = Array._new(np.where(wmask._value, x._value, const(init, dtype_weak(x)[0])._value), False)
         else:
             x = _select(wmask, x, _fill(x, init))
-    out = op.bind(x, axes=axes) if axes else x
+    out = op.bind(x, axes=axes)  # (also with no axes, as JAX stages it: a reduce over none)
     if initial is not None:
         check_arraylike(name, initial)
         if shape_of(initial) != ():

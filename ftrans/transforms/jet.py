@@ -429,6 +429,7 @@ _deflinear_in_first(S.dynamic_slice_p, 1)
 _deflinear_in_first(S.dynamic_update_slice_p, 2)
 _deflinear_in_first(I.gather_p, 1)
 _scatter_like(I.scatter_add_p)
+_scatter_like(I.scatter_sub_p)
 _scatter_like(I.scatter_p)
 
 

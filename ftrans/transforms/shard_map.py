@@ -955,7 +955,7 @@ def _gather(o: Any, names: tuple, invariant: bool) -> Any:
     inv = {"to": "invarying"} if invariant else {}
     for d, ax in enumerate(names):
         for n in reversed(ax):  # the last name varies fastest
-            o = all_gather_p.bind(o, axis_name=n, axis=d, tiled=True, **inv)
+            o = all_gather_p.bind(o, axis_name=(n,), axis=d, tiled=True, **inv)
     return o
 
 

@@ -160,9 +160,9 @@ gather_p.def_weak_type(lambda weaks, **params: weaks[0])
 
 
 # ---------------------------------------------------------------- scatter family
-_COMBINE = {"scatter": "set", "scatter_add": "add", "scatter_mul": "mul",
+_COMBINE = {"scatter": "set", "scatter_add": "add", "scatter_sub": "sub", "scatter_mul": "mul",
             "scatter_min": "min", "scatter_max": "max"}
-_ALLOWED = {"scatter": ANY_OR_KEY, "scatter_add": NUM, "scatter_mul": NUM,
+_ALLOWED = {"scatter": ANY_OR_KEY, "scatter_add": NUM, "scatter_sub": NUM, "scatter_mul": NUM,
             "scatter_min": ANY, "scatter_max": ANY}
 
 
@@ -213,6 +213,7 @@ def _make_scatter(name: str) -> Primitive:
 
 scatter_p = _make_scatter("scatter")
 scatter_add_p = _make_scatter("scatter_add")
+scatter_sub_p = _make_scatter("scatter_sub")
 scatter_mul_p = _make_scatter("scatter_mul")
 scatter_min_p = _make_scatter("scatter_min")
 scatter_max_p = _make_scatter("scatter_max")
@@ -267,6 +268,7 @@ __all__ = [
     "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers",
     "canonical_gather_dnums", "canonical_scatter_dnums", "default_gather_fill_value", "gather_fill_param",
     "gather_p", "scatter_add_p", "scatter_max_p", "scatter_min_p", "scatter_mul_p", "scatter_p",
+    "scatter_sub_p",
 ]
 
 
@@ -274,7 +276,7 @@ __all__ = [
 from ftrans.core import sharding_rules as _sr  # noqa: E402
 
 gather_p.sharding_rule = _sr.gather
-for _p in (scatter_p, scatter_add_p, scatter_mul_p, scatter_min_p, scatter_max_p):
+for _p in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p, scatter_max_p):
     _p.sharding_rule = _sr.scatter
     _sr.typed_by_api.add(_p)
 _sr.typed_by_api.add(gather_p)

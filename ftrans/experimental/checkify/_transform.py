@@ -264,7 +264,7 @@ def _scatter_rule(prim: Primitive) -> Callable:
 checkify_rules[registry["dynamic_slice"]] = _dynamic_slice_rule
 checkify_rules[registry["dynamic_update_slice"]] = _dynamic_update_slice_rule
 checkify_rules[registry["gather"]] = _gather_rule
-for _name in ("scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"):
+for _name in ("scatter", "scatter_add", "scatter_sub", "scatter_mul", "scatter_min", "scatter_max"):
     checkify_rules[registry[_name]] = _scatter_rule(registry[_name])
 
 

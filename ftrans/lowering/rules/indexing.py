@@ -173,7 +173,7 @@ def _fill_out_of_bounds(ctx: LoweringContext, out: str, out_aval: ShapedArray, i
 def _combiner(kind: str, dtype: np.dtype):
     """The update computation's body: how an update combines with the current value."""
     t = mt.tensor_type((), dtype)
-    op = {"add": "stablehlo.add", "mul": "stablehlo.multiply",
+    op = {"add": "stablehlo.add", "sub": "stablehlo.subtract", "mul": "stablehlo.multiply",
           "min": "stablehlo.minimum", "max": "stablehlo.maximum"}.get(kind)
 
     def body(f: mt.FuncEmitter, args: list[str]) -> list[str]:
@@ -257,6 +257,6 @@ def _register_scatter(prim, kind: str) -> None:
     register_lowering(prim)(rule)
 
 
-for _prim, _kind in [(I.scatter_p, "set"), (I.scatter_add_p, "add"), (I.scatter_mul_p, "mul"),
+for _prim, _kind in [(I.scatter_p, "set"), (I.scatter_add_p, "add"), (I.scatter_sub_p, "sub"), (I.scatter_mul_p, "mul"),
                      (I.scatter_min_p, "min"), (I.scatter_max_p, "max")]:
     _register_scatter(_prim, _kind)

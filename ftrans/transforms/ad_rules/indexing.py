@@ -64,6 +64,7 @@ def _scatter_jvp_linear(prim) -> None:
 
 _scatter_jvp_linear(I.scatter_p)
 _scatter_jvp_linear(I.scatter_add_p)
+_scatter_jvp_linear(I.scatter_sub_p)
 
 
 @register_jvp(I.scatter_mul_p)

@@ -80,5 +80,5 @@ def _scatter_rule(prim: Any) -> None:
     register_batching(prim)(rule)
 
 
-for _p in (I.scatter_p, I.scatter_add_p, I.scatter_mul_p, I.scatter_min_p, I.scatter_max_p):
+for _p in (I.scatter_p, I.scatter_add_p, I.scatter_sub_p, I.scatter_mul_p, I.scatter_min_p, I.scatter_max_p):
     _scatter_rule(_p)

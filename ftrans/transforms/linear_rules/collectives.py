@@ -116,7 +116,9 @@ def _g(axis_index_groups: Any) -> dict:
 def _all_gather_t(ct: Any, x: Any, *, axis_name: Any, axis: int, tiled: bool, axis_index_groups: Any = None,
                   to: str = "varying") -> list:
     if to == "invarying":  # JAX's all_gather_invariant: the cotangent is the same on every device: our slice
-        n = axis_size("all_gather", axis_name)
+        names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+        n = math.prod(axis_size("all_gather", a) for a in names)
+        axis_name = names[0] if len(names) == 1 else names
         ct_aval = aval_of(ct)
         blk = ct_aval.shape[axis] // n if tiled else 1
         idx = E.mul_p.bind(axis_index_p.bind(axis_name=axis_name), Array._new(np.asarray(blk, np.int32), False))
@@ -126,7 +128,7 @@ def _all_gather_t(ct: Any, x: Any, *, axis_name: Any, axis: int, tiled: bool, ax
         from ftrans.core.prims.shard_map import checking_vma
 
         if checking_vma.stack and checking_vma.stack[-1]:  # sliced at a varying index: JAX's implicit pvary
-            ct = pvary_p.bind(ct, axes=(axis_name,))
+            ct = pvary_p.bind(ct, axes=names)
         out = S.dynamic_slice_p.bind(ct, *starts, slice_sizes=sizes)
         return [out if tiled else S.reshape_p.bind(out, new_sizes=x.aval.shape, dimensions=None)]
     return [psum_scatter_p.bind(ct, axis_name=axis_name, scatter_dimension=axis, tiled=tiled,
@@ -136,7 +138,8 @@ def _all_gather_t(ct: Any, x: Any, *, axis_name: Any, axis: int, tiled: bool, ax
 @register_transpose(psum_scatter_p)
 def _psum_scatter_t(ct: Any, x: Any, *, axis_name: Any, scatter_dimension: int, tiled: bool,
                     axis_index_groups: Any = None) -> list:
-    return [all_gather_p.bind(ct, axis_name=axis_name, axis=scatter_dimension, tiled=tiled, **_g(axis_index_groups))]
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)  # (a tuple, as JAX's all_gather's)
+    return [all_gather_p.bind(ct, axis_name=names, axis=scatter_dimension, tiled=tiled, **_g(axis_index_groups))]
 
 
 @register_transpose(all_to_all_p)

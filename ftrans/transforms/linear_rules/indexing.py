@@ -73,6 +73,16 @@ def _scatter_add_t(ct: Any, operand: Any, indices: Any, updates: Any, *, dimensi
     return [t_op, None, t_up]
 
 
+@register_transpose(I.scatter_sub_p)
+def _scatter_sub_t(ct: Any, operand: Any, indices: Any, updates: Any, *, dimension_numbers: Any, mode: Any,
+                   indices_are_sorted: bool, unique_indices: bool, update_jaxpr: Any = None) -> list:
+    _indices_not_linear("scatter_sub", indices)
+    t_op = ct if is_undefined(operand) else None
+    t_up = (E.neg_p.bind(_read_back(ct, indices, _updates_aval(updates), dimension_numbers, mode,
+                                    indices_are_sorted, unique_indices)) if is_undefined(updates) else None)
+    return [t_op, None, t_up]
+
+
 @register_transpose(I.scatter_p)
 def _scatter_t(ct: Any, operand: Any, indices: Any, updates: Any, *, dimension_numbers: Any, mode: Any,
                indices_are_sorted: bool, unique_indices: bool, update_jaxpr: Any = None) -> list:
