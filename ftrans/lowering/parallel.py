@@ -98,7 +98,7 @@ def _compile(text: str, devices: list, options: tuple = ()) -> Any:
     key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas", options), callbacks)
     return X.compiled_program(
         key, lambda: compat.compile_replicated(devices[0].client, text, devices, (), callbacks, options), text,
-        options)
+        options, platform=devices[0].platform)
 
 
 class PmapExecutable:
