@@ -174,3 +174,233 @@ def test_pass_api_errors_as_jax():
     assert fx.clear_hlo_module_transformation("lowerx_never_registered") is False
     assert jex_xla.clear_hlo_module_transformation("lowerx_never_registered") is False
     assert [s.name for s in fx.PipelineStage] == [s.name for s in jex_xla.PipelineStage]
+
+
+# ----------------------------------------------------------------------------- experimental.source_mapper
+
+
+def _jax_source_mapper():
+    """JAX's ``jax.experimental.source_mapper`` (the oracle). It imports absl only for ``compile_with_env``'s
+    flags; where absl is not installed a stand-in is given to that import alone."""
+    import importlib
+    import sys
+    import types
+
+    try:
+        return importlib.import_module("jax.experimental.source_mapper")
+    except ModuleNotFoundError as e:
+        if e.name != "absl":
+            raise
+    absl, flags = types.ModuleType("absl"), types.ModuleType("absl.flags")
+    flags.FLAGS = types.SimpleNamespace()
+    absl.flags = flags
+    sys.modules["absl"], sys.modules["absl.flags"] = absl, flags
+    try:
+        for k in [k for k in sys.modules if k.startswith("jax.experimental.source_mapper")]:
+            del sys.modules[k]
+        return importlib.import_module("jax.experimental.source_mapper")
+    finally:
+        del sys.modules["absl"], sys.modules["absl.flags"]
+
+
+def _sm_fn(np_mod):
+    def fn(x, y):
+        z = np_mod.sin(x) * y
+        return z + x
+    return fn
+
+
+def _absolute(mappings):
+    """Per line, the absolute (generated col, source, line, col) of each segment."""
+    out, prev = [], [0, 0, 0]
+    for line in mappings:
+        row, col = [], 0
+        for seg in line:
+            col += seg[0]
+            if len(seg) >= 4:
+                prev = [prev[0] + seg[1], prev[1] + seg[2], prev[2] + seg[3]]
+                row.append((col, *prev))
+            else:
+                row.append((col,))
+        out.append(row)
+    return out
+
+
+SM_X = np.array([1.0, 2.0, 3.0], np.float32)
+SM_Y = np.array([4.0, 5.0, 6.0], np.float32)
+
+
+def test_source_mapper_jaxpr_pass_as_jax():
+    """Same function text, same arguments: the same printed jaxpr and the same source map."""
+    from ftrans.experimental import source_mapper as fsm
+
+    jsm = _jax_source_mapper()
+    fd, = fsm.generate_sourcemaps(_sm_fn(jnp), passes=fsm.filter_passes("jaxpr"))(SM_X, SM_Y)
+    jd, = jsm.generate_sourcemaps(_sm_fn(jjnp), passes=jsm.filter_passes("jaxpr"))(SM_X, SM_Y)
+    assert fd.pass_name == jd.pass_name == "jaxpr"
+    assert fd.generated_code == jd.generated_code
+    assert list(fd.source_map.sources) == list(jd.source_map.sources) == [__file__]
+    assert [list(m) for m in fd.source_map.mappings] == [list(m) for m in jd.source_map.mappings]
+    assert fd.source_map.to_json() == jd.source_map.to_json()
+
+
+def test_source_mapper_nested_jaxpr_segments_as_jax():
+    """Equations inside a cond's branches map to their own lines, the cond's own text to the cond's."""
+    from ftrans.experimental import source_mapper as fsm
+
+    jsm = _jax_source_mapper()
+
+    def mk(np_mod, lax_mod):
+        def fn(x):
+            return lax_mod.cond(x[0] > 0, lambda a: a * 2.0, lambda a: np_mod.cos(a), x)
+        return fn
+
+    fd, = fsm.generate_sourcemaps(mk(jnp, ftrans.lax), passes=fsm.filter_passes("jaxpr"))(SM_X)
+    jd, = jsm.generate_sourcemaps(mk(jjnp, jax.lax), passes=jsm.filter_passes("jaxpr"))(SM_X)
+    fl, jl = fd.generated_code.split("\n"), jd.generated_code.split("\n")
+
+    def by_text(lines, mappings):  # each mapped line's text -> its absolute segments' (source line, col)
+        return {lines[i].strip(): [s[2:] for s in row] for i, row in enumerate(_absolute(mappings))
+                if row and i < len(lines)}
+
+    fm, jm = by_text(fl, fd.source_map.mappings), by_text(jl, jd.source_map.mappings)
+    common = set(fm) & set(jm)
+    assert any("cos" in t for t in common) and any("mul" in t for t in common)
+    for t in common:
+        assert fm[t] == jm[t], t
+
+
+@pytest.mark.parametrize("pass_name", ["hlo:stable-hlo", "hlo:original", "hlo:optimized"])
+def test_source_mapper_hlo_passes_as_jax(pass_name):
+    """Each op's line maps to the same user line (and, for StableHLO, column) as JAX's."""
+    from ftrans.experimental import source_mapper as fsm
+
+    jsm = _jax_source_mapper()
+    fd, = fsm.generate_sourcemaps(_sm_fn(jnp), passes=fsm.filter_passes(pass_name))(SM_X, SM_Y)
+    jd, = jsm.generate_sourcemaps(_sm_fn(jjnp), passes=jsm.filter_passes(pass_name))(SM_X, SM_Y)
+    assert fd.pass_name == jd.pass_name == pass_name
+    assert list(fd.source_map.sources) == list(jd.source_map.sources) == [__file__]
+    n = len(fd.generated_code.split("\n"))
+    assert len(fd.source_map.mappings) == n + 1
+
+    def ops(d):
+        lines = d.generated_code.split("\n")
+        out = set()
+        for i, row in enumerate(_absolute(d.source_map.mappings)):
+            for seg in row:
+                op = lines[i].split("=", 1)[-1].split()[0] if "=" in lines[i] else lines[i].split()[0]
+                out.add((op.split("(")[0], seg[2], seg[3] if pass_name == "hlo:stable-hlo" else 0))
+        return out
+
+    fo, jo = ops(fd), ops(jd)
+    assert {o for o in fo if "sin" in o[0] or "mul" in o[0]} == {o for o in jo if "sin" in o[0] or "mul" in o[0]}
+    body = range(_sm_fn.__code__.co_firstlineno, _sm_fn.__code__.co_firstlineno + 5)  # (the program's return
+    # maps to the line that lowered it: each library's own generate_sourcemaps call here)
+    assert {line for _, line, _ in fo if line in body} == {line for _, line, _ in jo if line in body} != set()
+
+
+def test_source_mapper_parsers_on_the_same_text_as_jax():
+    """ftrans's MLIR and HLO parsers read JAX's own lowering text as JAX's parsers do."""
+    from ftrans.experimental import source_mapper as fsm
+    from ftrans.experimental.source_mapper import hlo as fhlo
+
+    jsm = _jax_source_mapper()
+    from jax.experimental.source_mapper import hlo as jhlo
+
+    lowered = jax.jit(_sm_fn(jjnp)).lower(SM_X, SM_Y)
+    text = lowered.as_text(debug_info=True)
+    assert _absolute(fsm.create_mlir_sourcemap(text).mappings) == _absolute(jsm.create_mlir_sourcemap(text).mappings)
+    for hlo_text in (lowered.as_text(dialect="hlo", debug_info=True), lowered.compile().as_text()):
+        f, j = fhlo.parse_hlo_dump(hlo_text), jhlo.parse_hlo_dump(hlo_text)
+        assert list(f.sources) == list(j.sources)
+        assert [list(m) for m in f.mappings] == [list(m) for m in j.mappings]
+    old = '  ROOT %a = f32[] add(%x, %y), metadata={op_name="jit(f)/add" source_file="/x/y.py" source_line=12}\n'
+    assert [list(m) for m in fhlo.parse_hlo_dump(old).mappings] == [list(m) for m in jhlo.parse_hlo_dump(old).mappings]
+
+
+HLO_EXAMPLE = '''HloModule m, entry_computation_layout={()->pred[]}
+
+FileNames
+1 "<embedded module>"
+2 "experimental/module.py"
+
+FunctionNames
+1 "main"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=153 end_line=153 column=2 end_column=31}
+2 {file_name_id=2 function_name_id=1 line=35 end_line=35 column=2 end_column=24}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=2}
+
+
+ENTRY %constant_pred () -> pred[] {
+  %c = pred[] constant(false), metadata={op_type="const" op_name="a" stack_frame_id=2}
+  ROOT %constant = pred[] constant(true), metadata={op_type="const" op_name="opname" stack_frame_id=1}
+}'''
+
+
+def test_source_mapper_hlo_tables_and_errors_as_jax():
+    from ftrans.experimental.source_mapper import hlo as fhlo
+
+    _jax_source_mapper()
+    from jax.experimental.source_mapper import hlo as jhlo
+
+    lines = HLO_EXAMPLE.split("\n")
+    f, j = fhlo._parse_hlo_new_format(lines), jhlo._parse_hlo_new_format(lines)
+    assert list(f.sources) == list(j.sources) == ["experimental/module.py", "<embedded module>"]
+    assert [list(m) for m in f.mappings] == [list(m) for m in j.mappings]
+    bad = HLO_EXAMPLE.replace("stack_frame_id=1}", "stack_frame_id=9}").split("\n")
+    with pytest.raises(ValueError, match="stack_frame_id=9"):
+        fhlo._parse_hlo_new_format(bad)
+    with pytest.raises(ValueError, match="stack_frame_id=9"):
+        jhlo._parse_hlo_new_format(bad)
+
+
+def test_sourcemap_json_and_vlq_as_jax():
+    from jax._src import sourcemap as jsrc
+
+    from ftrans.experimental import source_mapper as fsm
+    from ftrans.experimental.source_mapper import sourcemap as fsrc
+
+    for v in (0, 1, -1, 15, 16, -16, 31, 32, 1000, -123456, 2**31 - 1):
+        assert fsrc.encode_vlq(v) == jsrc.encode_vlq(v)
+        assert fsrc.decode_vlq(jsrc.encode_vlq(v)) == v
+    fg, jg = fsm.MappingsGenerator(), jsrc.MappingsGenerator()
+    for g in (fg, jg):
+        g.new_group()
+        g.new_segment(4, 0, 10, 3)
+        g.new_segment(9, 1, 2, 0, 0)
+        g.new_group()
+        g.new_group()
+        g.new_segment(2)
+        g.new_segment(6, 0, 11, 7)
+    assert fg.mappings() == jg.mappings()
+    f = fsm.SourceMap(version=3, sources=["a.py", "b.py"], sources_content=[], names=["n"], mappings=fg.mappings())
+    j = jsrc.SourceMap(version=3, sources=["a.py", "b.py"], sources_content=[], names=["n"], mappings=jg.mappings())
+    assert f.to_json() == j.to_json()
+    assert fsm.SourceMap.from_json(j.to_json()) == f
+    with pytest.raises(RuntimeError):
+        fsm.MappingsGenerator().new_segment(1)
+    with pytest.raises(RuntimeError):
+        jsrc.MappingsGenerator().new_segment(1)
+
+
+def test_source_mapper_registry_as_jax():
+    from ftrans.experimental import source_mapper as fsm
+
+    jsm = _jax_source_mapper()
+    assert [p.name for p in fsm.all_passes()] == [p.name for p in jsm.all_passes()]
+    assert [p.name for p in fsm.filter_passes("hlo")] == [p.name for p in jsm.filter_passes("hlo")]
+    with pytest.raises(ValueError, match="already registered"):
+        fsm.register_pass(fsm.all_passes()[0])
+    with pytest.raises(ValueError, match="already registered"):
+        jsm.register_pass(jsm.all_passes()[0])
+    # a pass of one's own runs with the built-in ones, sharing their compile step
+    own = fsm.Pass(name="lowerx:count", compile_fn=fsm.filter_passes("jaxpr")[0].compile_fn,
+                   generate_dump=lambda jaxpr, **_: fsm.SourceMapDump(
+                       fsm.SourceMap(3, [], [], [], []), str(len(jaxpr.eqns)), "lowerx:count"))
+    dumps = fsm.generate_sourcemaps(_sm_fn(jnp), passes=[fsm.filter_passes("jaxpr")[0], own])(SM_X, SM_Y)
+    assert [d.pass_name for d in dumps] == ["jaxpr", "lowerx:count"] and dumps[1].generated_code == "3"
