@@ -1186,3 +1186,12 @@ def test_simplified_jaxpr_constants_only_change_the_printing():
         jj, fj = jax.make_jaxpr(f)(1.0), ftrans.make_jaxpr(f)(1.0)
         assert "[...]:f32[3]" in str(fj) and "[...]:f32[3]" in str(jj)
     assert not jj.jaxpr.constvars and len(fj.jaxpr.constvars) == 1
+
+
+# ---------------------------------------------------------------- debugging (docs/differences.md, "Debugging")
+def test_inspect_array_sharding_on_one_device_is_a_single_device_sharding():
+    seen_f, seen_j = [], []
+    ftrans.jit(lambda a: (ftrans.debug.inspect_array_sharding(a * 2, callback=seen_f.append), a)[1])(np.arange(3.0))
+    jax.jit(lambda a: (jax.debug.inspect_array_sharding(a * 2, callback=seen_j.append), a)[1])(np.arange(3.0))
+    assert type(seen_f[0]).__name__ == "SingleDeviceSharding" and type(seen_j[0]).__name__ == "GSPMDSharding"
+    assert seen_f[0].device_set == seen_j[0].device_set and seen_j[0].is_fully_replicated

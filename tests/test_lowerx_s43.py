@@ -404,3 +404,119 @@ def test_source_mapper_registry_as_jax():
                        fsm.SourceMap(3, [], [], [], []), str(len(jaxpr.eqns)), "lowerx:count"))
     dumps = fsm.generate_sourcemaps(_sm_fn(jnp), passes=[fsm.filter_passes("jaxpr")[0], own])(SM_X, SM_Y)
     assert [d.pass_name for d in dumps] == ["jaxpr", "lowerx:count"] and dumps[1].generated_code == "3"
+
+
+# ----------------------------------------------------------------------------- debug.inspect_array_sharding in jit
+
+
+def _needs_8():
+    if len(jax.devices()) < 8 or len(ftrans.devices()) < 8:
+        pytest.skip("needs 8 devices (XLA_FLAGS=--xla_force_host_platform_device_count=8, as conftest sets)")
+
+
+def _inspect_cases(J):
+    """name -> a thunk running one program that inspects a value, with ``J`` (jax or ftrans)."""
+    P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+    mesh = J.sharding.Mesh(np.array(J.devices()[:8]).reshape(4, 2), ("x", "y"))
+    x = J.device_put(np.arange(32.0, dtype=np.float32).reshape(8, 4), NS(mesh, P("x", "y")))
+    y = J.device_put(np.arange(32.0, dtype=np.float32).reshape(8, 4), NS(mesh, P("x")))
+    seen: list = []
+
+    def cb(s):
+        seen.append((type(s).__name__ if type(s).__name__ != "SingleDeviceSharding" else "one device",
+                     tuple(getattr(s, "spec", None) or ()) if hasattr(s, "spec") else None, len(s.device_set),
+                     tuple(getattr(getattr(s, "mesh", None), "axis_names", ()) or ())))
+
+    ins = J.debug.inspect_array_sharding
+    lax = J.lax
+
+    def probe(v):
+        ins(v, callback=cb)
+        return v
+
+    cases = {
+        "argument": lambda: J.jit(lambda a: probe(a) * 1.0)(x),
+        "elementwise": lambda: J.jit(lambda a: probe(a * 2.0))(x),
+        "reduction": lambda: J.jit(lambda a: probe(a.sum(0)))(x),
+        "transpose": lambda: J.jit(lambda a: probe(a.T))(x),
+        "matmul": lambda: J.jit(lambda a, b: probe(a @ b.T))(x, y),
+        "constraint": lambda: J.jit(lambda a: probe(lax.with_sharding_constraint(a * 2.0, NS(mesh, P(None, "x")))))(x),
+        "in_shardings": lambda: J.jit(lambda a: probe(a * 2.0), in_shardings=NS(mesh, P(None, "y")))(
+            np.ones((8, 4), np.float32)),
+        "pytree": lambda: J.jit(lambda a: (ins({"a": a, "b": a.sum(1)}, callback=cb), a)[1])(x),
+        "vmap": lambda: J.jit(J.vmap(lambda r: probe(r) + 1.0))(x),
+        "grad": lambda: J.jit(J.grad(lambda a: (probe(a * 3.0)).sum()))(x),
+        "remat": lambda: J.jit(J.grad(J.checkpoint(lambda a: J.numpy.sin(probe(a)).sum())))(x),
+        "scan": lambda: J.jit(lambda a: lax.scan(lambda c, r: (probe(c) + r, None), a[0], a)[0])(x),
+        "cond": lambda: J.jit(lambda a: lax.cond(True, lambda b: probe(b), lambda b: b, a))(x),
+        "shard_map": lambda: J.jit(J.shard_map(lambda a: probe(a) * 2.0, mesh=mesh, in_specs=P("x", "y"),
+                                               out_specs=P("x", "y")))(x),
+        "pmap": lambda: J.pmap(lambda a: probe(a) + 1.0, axis_name="i")(np.arange(8.0, dtype=np.float32)),
+        "eager": lambda: probe(x * 2.0),
+        "make_jaxpr": lambda: J.make_jaxpr(lambda a: probe(a) * 2.0)(x),
+    }
+    return cases, seen
+
+
+@pytest.mark.parametrize("case", ["argument", "elementwise", "reduction", "transpose", "matmul", "constraint",
+                                  "in_shardings", "pytree", "vmap", "grad", "remat", "scan", "cond", "shard_map",
+                                  "pmap", "eager", "make_jaxpr"])
+def test_inspect_array_sharding_reports_the_partitioners_choice_as_jax(case):
+    """Inside jit over a mesh, the layout XLA's partitioner chose (a NamedSharding over the program's mesh),
+    reported once per compilation, as JAX's (make_jaxpr reports nothing: the equation is only staged)."""
+    _needs_8()
+    fcases, fseen = _inspect_cases(ftrans)
+    jcases, jseen = _inspect_cases(jax)
+    fcases[case]()
+    jcases[case]()
+    assert fseen == jseen
+    if case not in ("make_jaxpr",):
+        assert fseen
+
+
+def test_inspect_array_sharding_on_one_device_reports_that_device():
+    """A program on one device reports it (JAX states it as a replicated GSPMDSharding of it, ftrans as a
+    SingleDeviceSharding: docs/differences.md), when it is lowered, once."""
+    seen_f, seen_j = [], []
+    ftrans.jit(lambda a: (ftrans.debug.inspect_array_sharding(a + 1, callback=seen_f.append), a)[1])(np.arange(3))
+    jax.jit(lambda a: (jax.debug.inspect_array_sharding(a + 1, callback=seen_j.append), a)[1])(np.arange(3))
+    assert [s.device_set for s in seen_f] == [s.device_set for s in seen_j] == [{ftrans.devices()[0]}]
+    assert seen_f[0].is_fully_replicated and seen_j[0].is_fully_replicated
+    low = ftrans.jit(lambda a: (ftrans.debug.inspect_array_sharding(a, callback=seen_f.append), a)[1]).lower(
+        np.arange(3))
+    assert len(seen_f) == 2  # at lowering, as JAX's single-device programs
+    low.compile()
+    assert len(seen_f) == 2
+
+
+def test_inspect_array_sharding_partitioned_program_reports_at_compile_time():
+    _needs_8()
+    from ftrans.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(ftrans.devices()[:8]).reshape(4, 2), ("x", "y"))
+    x = ftrans.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, PartitionSpec("x", "y")))
+    seen = []
+    low = ftrans.jit(lambda a: (ftrans.debug.inspect_array_sharding(a.T, callback=seen.append), a)[1]).lower(x)
+    assert seen == []  # the layout is the partitioner's, known when XLA compiles
+    assert "InspectSharding" in low.as_text()
+    low.compile()
+    assert [s.spec for s in seen] == [PartitionSpec("y", "x")]
+
+
+def test_inspect_array_sharding_callback_error_as_jax():
+    """A callback that raises fails the compilation with a JaxRuntimeError naming its error, as JAX's."""
+    _needs_8()
+
+    def bad(s):
+        raise ValueError("lowerx-boom")
+
+    errs = []
+    for J in (ftrans, jax):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        mesh = J.sharding.Mesh(np.array(J.devices()[:8]).reshape(4, 2), ("x", "y"))
+        x = J.device_put(np.ones((8, 4), np.float32), NS(mesh, P("x", "y")))
+        with pytest.raises(Exception) as info:
+            J.jit(lambda a: (J.debug.inspect_array_sharding(a * 2.0, callback=bad), a)[1])(x)
+        errs.append(info.value)
+    assert all(type(e).__name__ == "JaxRuntimeError" and "lowerx-boom" in str(e) for e in errs)
+    assert "bug in ftrans" not in str(errs[0])

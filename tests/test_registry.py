@@ -376,6 +376,9 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
 
     s["debug_callback"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: None, "debug"), "ordered": False})]
     s["debug_print"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: None, "debug"), "ordered": False})]
+    from ftrans.core.prims.callbacks import ShardingInspector
+
+    s["inspect_sharding"] = [((arr((3,), f32),), {"callback": ShardingInspector(lambda sharding: None)})]
     s["pure_callback"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: np.asarray(x) * 2, "pure"),
                                                 "result_avals": (ShapedArray((3,), f32),), "vmap_method": None})]
     s["io_callback"] = [((arr((2,), i32),), {"callback": host_cb(lambda x: np.asarray(x) + 1, "io"),

@@ -1288,3 +1288,15 @@ def hlo_pass_api() -> Any:
     except ImportError:  # pragma: no cover - jax < 0.10.2
         return None
     return _jex_xla
+
+
+def inspect_sharding_key(callback: Any) -> bytes:
+    """The ``backend_config`` of an ``InspectSharding`` custom call: XLA's partitioner calls ``callback`` with the
+    operand's ``HloSharding`` (jaxlib's partitioner for that target). The bytes name ``callback`` without holding
+    it: the caller keeps it alive while the module may be compiled."""
+    return _xc.encode_inspect_sharding_callback(callback)
+
+
+def replicated_hlo_sharding() -> Any:
+    """The ``HloSharding`` of a value every device holds whole."""
+    return _xc.HloSharding.replicate()

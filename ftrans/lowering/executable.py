@@ -309,6 +309,8 @@ def _names_option(msg: str) -> bool:
 
 def _rejected(e: Exception, text: str) -> JaxRuntimeError:
     msg = str(e)
+    if "Error calling inspect_sharding" in msg:  # the callback of debug.inspect_array_sharding raised (as JAX's)
+        return JaxRuntimeError(msg)
     if "No FFI handler registered for" in msg:  # the user's ffi_call names a target nobody registered
         return JaxRuntimeError(
             f"{msg.strip()}\nthe program calls a foreign function (ffi_call) whose target is not registered for "
