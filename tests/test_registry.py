@@ -361,6 +361,7 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),
         ((arr((5,), i32), arr((5,), f32)), {"dimension": 0, "is_stable": True, "num_keys": 1}),
     ]
+    s["split"] = [((arr((5, 3), f32),), {"sizes": (2, 0, 3), "axis": 0}), ((arr((2, 4), i32),), {"sizes": (1, 3), "axis": 1})]
     s["top_k"] = [((arr((2, 5), f32),), {"k": 3, "axis": 1}), ((arr((4, 3), i32),), {"k": 2, "axis": 0})]
     for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
         kinds = (f32, bf16) if name == "cumlogsumexp" else (f32, i32, bf16)
