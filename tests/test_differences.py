@@ -1195,3 +1195,14 @@ def test_inspect_array_sharding_on_one_device_is_a_single_device_sharding():
     jax.jit(lambda a: (jax.debug.inspect_array_sharding(a * 2, callback=seen_j.append), a)[1])(np.arange(3.0))
     assert type(seen_f[0]).__name__ == "SingleDeviceSharding" and type(seen_j[0]).__name__ == "GSPMDSharding"
     assert seen_f[0].device_set == seen_j[0].device_set and seen_j[0].is_fully_replicated
+
+
+# ---------------------------------------------------------------- autodiff (docs/differences.md, "Autodiff")
+def test_outer_grad_of_a_strong_tangent_through_a_jitted_library_function():
+    f = ftrans.grad(lambda a: ftrans.jvp(ftrans.nn.silu, (a,), (np.float32(1.0),))[1])(0.7)
+    j = jax.grad(lambda a: jax.jvp(jax.nn.silu, (a,), (np.float32(1.0),))[1])(0.7)
+    assert jax.typeof(j).weak_type and not ftrans.typeof(f).weak_type
+    np.testing.assert_allclose(np.asarray(f), np.asarray(j), rtol=1e-6)
+    # at the innermost level the tangent comes out weak, as JAX's
+    assert ftrans.typeof(ftrans.jvp(ftrans.nn.silu, (0.7,), (np.float32(1.0),))[1]).weak_type
+

@@ -520,3 +520,105 @@ def test_inspect_array_sharding_callback_error_as_jax():
         errs.append(info.value)
     assert all(type(e).__name__ == "JaxRuntimeError" and "lowerx-boom" in str(e) for e in errs)
     assert "bug in ftrans" not in str(errs[0])
+
+
+# ----------------------------------------------------------------------------- weak types (the fuzzers' three)
+
+
+def _typeof_both(fn):
+    """``str(typeof)`` of every leaf of ``fn(lib, numpy_module)`` for jax and for ftrans."""
+    a = fn(jax, jjnp)
+    b = fn(ftrans, jnp)
+    return ([str(jax.typeof(v)) for v in jax.tree_util.tree_leaves(a)],
+            [str(ftrans.typeof(v)) for v in jax.tree_util.tree_leaves(b)])
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("grad of a whole lax.slice", lambda J, n: J.grad(
+        lambda x: J.lax.slice(n.broadcast_to(x, (3,)), (0,), (3,)).sum())(2.0)),
+    ("vjp of a whole lax.slice", lambda J, n: J.vjp(
+        lambda x: J.lax.slice(n.broadcast_to(x, (2, 3)), (0, 0), (2, 3)), 2.0)[1](n.ones((2, 3)))),
+    ("grad of roll by 0", lambda J, n: J.grad(lambda x: n.roll(n.broadcast_to(x, (3,)), 0).sum())(2.0)),
+    ("grad of roll by the length", lambda J, n: J.grad(lambda x: n.roll(n.broadcast_to(x, (3,)), 3).sum())(2.0)),
+    ("jvp of a whole slice", lambda J, n: J.jvp(lambda x: J.lax.slice(n.broadcast_to(x, (3,)), (0,), (3,)),
+                                                (2.0,), (1.0,))),
+])
+def test_whole_slice_cotangent_weak_type_as_jax(name, fn):
+    """A traced whole-operand slice is a slice (JAX binds it; ftrans skipped it), whose transpose pads with a
+    strong zero: the cotangent of a weakly typed operand is strongly typed."""
+    j, f = _typeof_both(fn)
+    assert f == j, name
+
+
+def test_whole_slice_jaxpr_and_eager_as_jax():
+    j = jax.make_jaxpr(lambda x: jax.lax.slice(x, (0,), (3,)))(np.ones(3, np.float32))
+    f = ftrans.make_jaxpr(lambda x: ftrans.lax.slice(x, (0,), (3,)))(np.ones(3, np.float32))
+    assert [e.primitive.name for e in f.eqns] == [e.primitive.name for e in j.eqns] == ["slice"]
+    x = jnp.asarray(np.arange(3.0, dtype=np.float32))
+    assert ftrans.lax.slice(x, (0,), (3,)) is x  # eagerly the operand itself (same values and type as JAX's)
+    assert ftrans.typeof(ftrans.lax.slice(jnp.full((3,), 2.0), (0,), (3,))).weak_type == \
+        jax.typeof(jax.lax.slice(jjnp.full((3,), 2.0), (0,), (3,))).weak_type
+
+
+X16 = np.zeros((2, 2), np.float16)
+
+
+def _sum_leaves(n, out):
+    s = 0.0
+    for leaf in jax.tree_util.tree_leaves(out):
+        s = s + n.sum(leaf)
+    return s
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("value_and_grad of jacfwd over (py float, f16)", lambda J, n: J.value_and_grad(
+        lambda a, b: _sum_leaves(n, J.jacfwd(lambda a, b: J.nn.silu(a), argnums=(0, 1))(a, b)),
+        argnums=(0, 1))(0.7, X16)),
+    ("grad of jacfwd's first block", lambda J, n: J.grad(
+        lambda a, b: J.jacfwd(lambda a, b: n.sin(a), argnums=(0, 1))(a, b)[0])(0.7, X16)),
+    ("grad of jacrev's first block", lambda J, n: J.grad(
+        lambda a, b: J.jacrev(lambda a, b: n.sin(a) * 2.0, argnums=(0, 1))(a, b)[0])(0.7, X16)),
+    ("jacfwd over (py float, f16)", lambda J, n: J.jacfwd(lambda a, b: J.nn.silu(a), argnums=(0, 1))(0.7, X16)),
+    ("grad of lax.split of a weak value", lambda J, n: J.grad(
+        lambda a: J.lax.split(n.broadcast_to(a, (4,)), (1, 3))[0].sum())(2.0)),
+])
+def test_jacfwd_mixed_argnums_weak_type_as_jax(name, fn):
+    """The Jacobian's blocks are split with JAX's split primitive, whose transpose fills a missing cotangent with
+    zeros as weakly typed as its piece (slices' transposes pad with a strong zero)."""
+    j, f = _typeof_both(fn)
+    assert f == j, name
+
+
+def test_lax_split_is_one_primitive_as_jax():
+    x = np.arange(12.0, dtype=np.float32).reshape(4, 3)
+    j = jax.make_jaxpr(lambda a: jax.lax.split(a, (1, 3), axis=0))(x)
+    f = ftrans.make_jaxpr(lambda a: ftrans.lax.split(a, (1, 3), axis=0))(x)
+    assert str(f) == str(j)
+    for tr in (lambda L, g: L.jit(g), lambda L, g: L.vmap(g, in_axes=1)):
+        got = tr(ftrans, lambda a: ftrans.lax.split(a, (1, 3), 0))(x)
+        want = tr(jax, lambda a: jax.lax.split(a, (1, 3), 0))(x)
+        for g_, w_ in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g_), np.asarray(w_))
+    gf = ftrans.grad(lambda a: (ftrans.lax.split(a, (1, 3), 0)[1] ** 2).sum())(x)
+    gj = jax.grad(lambda a: (jax.lax.split(a, (1, 3), 0)[1] ** 2).sum())(x)
+    np.testing.assert_allclose(np.asarray(gf), np.asarray(gj))
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("jvp of abs(x ** x)", lambda J, n: J.jvp(lambda x: n.abs(x ** x), (2.0,), (1.0,))),
+    ("jvp of sin with a strong tangent", lambda J, n: J.jvp(n.sin, (2.0,), (np.float32(1.0),))),
+    ("jvp of x * 2.0 with a strong tangent", lambda J, n: J.jvp(lambda x: x * 2.0, (2.0,), (np.float32(1.0),))),
+    ("jvp of nn.silu with a strong tangent", lambda J, n: J.jvp(J.nn.silu, (0.7,), (np.float32(1.0),))),
+    ("jvp of lax.abs with a strong tangent", lambda J, n: J.jvp(J.lax.abs, (2.0,), (np.float32(1.0),))),
+    ("jvp of lax.mul with a strong tangent", lambda J, n: J.jvp(lambda x: J.lax.mul(x, 2.0), (2.0,),
+                                                                (np.float32(1.0),))),
+    ("jvp of x ** x", lambda J, n: J.jvp(lambda x: x ** x, (2.0,), (1.0,))),
+    ("grad of jvp of sin with a strong tangent", lambda J, n: J.grad(
+        lambda a: J.jvp(n.sin, (a,), (np.float32(1.0),))[1])(0.7)),
+])
+def test_library_function_tangent_weak_type_as_jax(name, fn):
+    """JAX's jnp/nn functions are jitted: inside, a tangent is typed as its primal, so a weakly typed primal's
+    strong tangent (pow's, or one passed in) comes out of them weak; lax functions keep the tangent's own
+    type, as do outer differentiation levels."""
+    j, f = _typeof_both(fn)
+    assert f == j, name
