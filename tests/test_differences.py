@@ -1205,4 +1205,11 @@ def test_outer_grad_of_a_strong_tangent_through_a_jitted_library_function():
     np.testing.assert_allclose(np.asarray(f), np.asarray(j), rtol=1e-6)
     # at the innermost level the tangent comes out weak, as JAX's
     assert ftrans.typeof(ftrans.jvp(ftrans.nn.silu, (0.7,), (np.float32(1.0),))[1]).weak_type
+    # a jvp in a jit that rewrites its program differentiates the staged program: the tangent keeps its type
+    def inner(L, n):
+        return lambda x: L.jvp(lambda v: n.abs(v ** v), (x,), (1.0,))[1]
+
+    assert jax.typeof(jax.jit(inner(jax, jnp))(2.0)).weak_type
+    assert not ftrans.typeof(ftrans.jit(inner(ftrans, fnp))(2.0)).weak_type
+    assert ftrans.typeof(ftrans.jit(inner(ftrans, fnp), optimizations=())(2.0)).weak_type
 
