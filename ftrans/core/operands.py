@@ -297,7 +297,7 @@ def promote_args(name: str, *args: Any) -> list:
     Rank-0 operands are left unbroadcast: the elementwise primitives accept
     them (XLA's scalar broadcast), which keeps traced programs short.
     """
-    if library_entry is not None and _trace.active_anywhere:
+    if _trace.active_anywhere and library_entry is not None:
         args = library_entry(args)
     ops, _, _ = promote_dtypes(name, *args)
     return broadcast_operands(name, ops)

@@ -40,7 +40,7 @@ def _arraylike(name: str, x: Any) -> Any:
     """JAX's ``ensure_arraylike``: arrays and scalars pass (as arrays), lists and other objects are refused."""
     check_arraylike(name, x)
     x = jnp.asarray(x)
-    if _operands.library_entry is not None and _trace.active_anywhere:  # (JAX's nn functions are jitted)
+    if _trace.active_anywhere and _operands.library_entry is not None:  # (JAX's nn functions are jitted)
         x = _operands.library_entry((x,))[0]
     return x
 

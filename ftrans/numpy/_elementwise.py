@@ -106,7 +106,7 @@ def _promote_to(name: str, args: tuple, kind: str) -> list:
     converted directly to it (an uint32 operand of an inexact op goes straight
     to float32, never through int32).
     """
-    if _operands.library_entry is not None and _trace.active_anywhere:
+    if _trace.active_anywhere and _operands.library_entry is not None:
         args = _operands.library_entry(args)  # (see core/operands.py)
     if len(args) == 1:
         (a,) = args
@@ -169,7 +169,7 @@ def _full_bool(like: Any, value: bool) -> Any:
 
 def _entry1(x: Any) -> Any:
     """One operand as a library function's entry sees it (``core/operands.py``'s ``library_entry``)."""
-    if _operands.library_entry is not None and _trace.active_anywhere:
+    if _trace.active_anywhere and _operands.library_entry is not None:
         return _operands.library_entry((x,))[0]
     return x
 

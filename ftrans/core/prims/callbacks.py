@@ -316,7 +316,10 @@ class ShardingInspector:
                 and self.fallback == other.fallback)
 
     def __hash__(self) -> int:
-        return hash((id(self.callback), self.fallback))
+        try:
+            return hash((id(self.callback), self.fallback))
+        except TypeError:  # an unhashable layout: the callback alone
+            return hash(id(self.callback))
 
 
 @inspect_sharding_p.def_abstract_eval
