@@ -572,7 +572,8 @@ WEAK_CHECK = jax.__version_info__ < (0, 11)
 # Known gaps left open (the tests below and tests/test_lowerx_s43.py pin the ones fixed: jvp of abs(x ** x), a
 # full lax.slice's or a roll-by-0's cotangent, jacfwd over argnums of mixed dtypes): the weak type of some
 # derivatives of a Python-float input may still differ (an outer grad of a jvp whose tangent entered a JAX-jitted
-# library function strongly typed; jax's jit turning a gradient weak).  So the weak types of programs over
+# library function strongly typed; the same under a jit whose passes rewrite the program; vjp of jacfwd over a
+# Python float, whose cotangent JAX makes strong; jax's jit turning a gradient weak).  So the weak types of programs over
 # Python-float inputs are compared only with FTRANS_FUZZ_STRICT_WEAK=1; dtypes, shapes and values always are.
 STRICT_WEAK = os.environ.get("FTRANS_FUZZ_STRICT_WEAK") == "1"
 
