@@ -123,10 +123,11 @@ def visualize_array_sharding(arr: Any, **kwargs: Any) -> None:
 def inspect_array_sharding(value: Any, *, callback: Any) -> None:
     """JAX's ``jax.debug.inspect_array_sharding``: call ``callback`` with the sharding of every array in the
     pytree ``value``.  Concrete arrays (and autodiff tracers of concrete values) report their own
-    sharding at once; inside ``jit`` a traced value
-    reports the sharding it is constrained to (``lax.with_sharding_constraint``) or else that of the
-    default device, which is where ftrans's single-device programs put it (JAX reports the compiler's choice
-    when it compiles)."""
+    sharding at once.  Inside ``jit`` the report comes when the program is lowered or compiled, as JAX's:
+    in a program partitioned over several devices, when XLA compiles it, with the layout XLA's partitioner
+    chose for the value (a ``NamedSharding`` over the program's mesh); in a program on one device, when it
+    is lowered, with the sharding the value is constrained to, or for an argument its layout, else the
+    device's.  Once the program is compiled and cached, calls of it report nothing."""
     from ftrans.core import pytrees as tree_util
     from ftrans.core.array import Array
 
@@ -134,6 +135,7 @@ def inspect_array_sharding(value: Any, *, callback: Any) -> None:
         from ftrans.errors import FtransTypeError
 
         raise FtransTypeError(f"inspect_array_sharding: callback must be callable, got {type(callback).__name__}")
+    from ftrans.core.prims.callbacks import ShardingInspector, inspect_sharding_p
     from ftrans.core.trace import Tracer
 
     for leaf in tree_util.tree_leaves(value):
@@ -141,24 +143,34 @@ def inspect_array_sharding(value: Any, *, callback: Any) -> None:
         known = leaf
         while isinstance(known, Tracer) and hasattr(known, "primal") and known.to_concrete_value() is not None:
             known = known.primal
-        sharding = getattr(known, "sharding", None) if isinstance(known, Array) else None
-        if sharding is None:
-            sharding = getattr(getattr(leaf, "aval", None), "typed_sharding", None)
-        if sharding is None and isinstance(leaf, Tracer):
-            from ftrans.transforms.jit import input_layout
+        if isinstance(known, Array):
+            callback(known.sharding)
+            continue
+        # a traced value: the equation reports it when the program is lowered (see the lowering rule)
+        inspect_sharding_p.bind(leaf, callback=ShardingInspector(callback, _traced_layout(leaf)))
 
-            sharding = input_layout(leaf)
-            if sharding is not None and hasattr(sharding, "spec") and len(sharding.device_set) == 1:
-                # one device holds it whole: the compiler reports it replicated, as JAX does (P())
-                from ftrans.sharding import PartitionSpec
 
-                sharding = type(sharding)(sharding.mesh, PartitionSpec())
-        if sharding is None:
-            from ftrans.devices import default_device
-            from ftrans.sharding import SingleDeviceSharding
+def _traced_layout(leaf: Any) -> Any:
+    """What a traced value's layout is known to be while tracing: its type's sharding, an argument's layout
+    (one device holding it whole: replicated over its mesh, as the compiler reports it), else the default
+    device."""
+    from ftrans.core.trace import Tracer
 
-            sharding = SingleDeviceSharding(default_device())
-        callback(sharding)
+    sharding = getattr(getattr(leaf, "aval", None), "typed_sharding", None)
+    if sharding is None and isinstance(leaf, Tracer):
+        from ftrans.transforms.jit import input_layout
+
+        sharding = input_layout(leaf)
+        if sharding is not None and hasattr(sharding, "spec") and len(sharding.device_set) == 1:
+            from ftrans.sharding import PartitionSpec
+
+            sharding = type(sharding)(sharding.mesh, PartitionSpec())
+    if sharding is None:
+        from ftrans.devices import default_device
+        from ftrans.sharding import SingleDeviceSharding
+
+        sharding = SingleDeviceSharding(default_device())
+    return sharding
 
 
 # ---------------------------------------------------------------- breakpoint

@@ -1315,3 +1315,30 @@ def test_programs_jax_traces_but_cannot_run_are_refused_when_tracing():
                           in_specs=ftrans.sharding.PartitionSpec("x"), out_specs=ftrans.sharding.PartitionSpec("x"))
     with pytest.raises(ValueError, match="out of range"):
         ftrans.make_jaxpr(ff)(fnp.ones(2))
+
+
+# ---------------------------------------------------------------- debugging (docs/differences.md, "Debugging")
+def test_inspect_array_sharding_on_one_device_is_a_single_device_sharding():
+    seen_f, seen_j = [], []
+    ftrans.jit(lambda a: (ftrans.debug.inspect_array_sharding(a * 2, callback=seen_f.append), a)[1])(np.arange(3.0))
+    jax.jit(lambda a: (jax.debug.inspect_array_sharding(a * 2, callback=seen_j.append), a)[1])(np.arange(3.0))
+    assert type(seen_f[0]).__name__ == "SingleDeviceSharding" and type(seen_j[0]).__name__ == "GSPMDSharding"
+    assert seen_f[0].device_set == seen_j[0].device_set and seen_j[0].is_fully_replicated
+
+
+# ---------------------------------------------------------------- autodiff (docs/differences.md, "Autodiff")
+def test_outer_grad_of_a_strong_tangent_through_a_jitted_library_function():
+    f = ftrans.grad(lambda a: ftrans.jvp(ftrans.nn.silu, (a,), (np.float32(1.0),))[1])(0.7)
+    j = jax.grad(lambda a: jax.jvp(jax.nn.silu, (a,), (np.float32(1.0),))[1])(0.7)
+    assert jax.typeof(j).weak_type and not ftrans.typeof(f).weak_type
+    np.testing.assert_allclose(np.asarray(f), np.asarray(j), rtol=1e-6)
+    # at the innermost level the tangent comes out weak, as JAX's
+    assert ftrans.typeof(ftrans.jvp(ftrans.nn.silu, (0.7,), (np.float32(1.0),))[1]).weak_type
+    # a jvp in a jit that rewrites its program differentiates the staged program: the tangent keeps its type
+    def inner(L, n):
+        return lambda x: L.jvp(lambda v: n.abs(v ** v), (x,), (1.0,))[1]
+
+    assert jax.typeof(jax.jit(inner(jax, jnp))(2.0)).weak_type
+    assert not ftrans.typeof(ftrans.jit(inner(ftrans, fnp))(2.0)).weak_type
+    assert ftrans.typeof(ftrans.jit(inner(ftrans, fnp), optimizations=())(2.0)).weak_type
+

@@ -361,6 +361,7 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),
         ((arr((5,), i32), arr((5,), f32)), {"dimension": 0, "is_stable": True, "num_keys": 1}),
     ]
+    s["split"] = [((arr((5, 3), f32),), {"sizes": (2, 0, 3), "axis": 0}), ((arr((2, 4), i32),), {"sizes": (1, 3), "axis": 1})]
     s["top_k"] = [((arr((2, 5), f32),), {"k": 3, "axis": 1}), ((arr((4, 3), i32),), {"k": 2, "axis": 0})]
     for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
         kinds = (f32, bf16) if name == "cumlogsumexp" else (f32, i32, bf16)
@@ -376,6 +377,9 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
 
     s["debug_callback"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: None, "debug"), "ordered": False})]
     s["debug_print"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: None, "debug"), "ordered": False})]
+    from ftrans.core.prims.callbacks import ShardingInspector
+
+    s["inspect_sharding"] = [((arr((3,), f32),), {"callback": ShardingInspector(lambda sharding: None)})]
     s["pure_callback"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: np.asarray(x) * 2, "pure"),
                                                 "result_avals": (ShapedArray((3,), f32),), "vmap_method": None})]
     s["io_callback"] = [((arr((2,), i32),), {"callback": host_cb(lambda x: np.asarray(x) + 1, "io"),

@@ -351,7 +351,8 @@ class Jaxpr:
     def pretty_print(self, *, source_info: bool = False, print_shapes: bool = True, custom_pp_eqn_rules: bool = True,
                      name_stack: bool = False, print_effects: bool = False, width: int = 80,
                      use_color: bool | None = None, output_format: Any = None, annotation_prefix: str = " # ",
-                     separable_lines: bool = False, _const_values: list | None = None) -> str:
+                     separable_lines: bool = False, source_map: list | None = None,
+                     _const_values: list | None = None) -> str:
         """The program as text, as JAX's printer writes it.  ``source_info`` notes each equation's user
         line (``# file:line:column (function)``), ``name_stack`` the ``named_scope``/``named_call`` names it
         was made inside (``# [outer/inner]``), both after the text; ``print_shapes=False`` leaves out the
@@ -361,12 +362,17 @@ class Jaxpr:
         HTML, each variable linked to where it is bound.  ``use_color`` and ``separable_lines`` are
         accepted as in JAX; ftrans's text is never coloured.  With ``jax_use_simplified_jaxpr_constants``
         on, the constants print where they are used (``[...]:f32[3]``, a scalar as its value), as JAX's
-        literal constants do, and not among the program's binders."""
+        literal constants do, and not among the program's binders.  ``source_map``, a list, is filled
+        with one list per printed line of ``(start_column, end_column, source_info)``: where on that
+        line the text of an equation (``eqn.source_info``) runs, the innermost one where they nest (JAX's
+        ``source_map``; ``ftrans.experimental.source_mapper`` reads it)."""
         printer = _Printer(source_info, name_stack, print_shapes=print_shapes, custom_rules=custom_pp_eqn_rules,
                            print_effects=print_effects, html=_is_html(output_format))
         if self.constvars and _simplified_constants():
             printer.inline_consts(self.constvars, _const_values)
-        return printer.render(self, width, annotation_prefix)
+        if source_map is not None:
+            printer.source_map = True
+        return printer.render(self, width, annotation_prefix, source_map)
 
     def __str__(self) -> str:
         return self.pretty_print()
@@ -617,6 +623,19 @@ class _Ann:
         self.text = text
 
 
+class _Src:
+    """Where an equation's text starts (``info``: its ``SourceInfo``) or, with ``info`` the ``_END`` marker,
+    ends; takes no room. Only a printer asked for a source map (``pretty_print(source_map=...)``) emits them."""
+
+    __slots__ = ("info",)
+
+    def __init__(self, info: Any):
+        self.info = info
+
+
+_END = object()
+
+
 class _Line:
     """A part whose one-line text is known; ``build()`` makes the document that lays it out
     when that text does not fit.  ``anns`` are its notes (kept by the built document too)."""
@@ -648,13 +667,18 @@ def _flat_width(doc) -> int:
     return 0  # _Ann
 
 
-def _render(doc, width: int = _WIDTH, html: bool = False, annotation_prefix: str = " # ") -> str:
+def _render(doc, width: int = _WIDTH, html: bool = False, annotation_prefix: str = " # ",
+            source_map: list | None = None) -> str:
     lines: list[str] = []
     widths: list[int] = []
     notes: dict[int, list[str]] = {}
     cur: list[str] = []
     col = 0
     todo = [(0, False, doc)]
+    # source map: the equations open where the layout is (innermost last), and per line the places
+    # where the equation the text belongs to changes: [(column, SourceInfo)]
+    open_src: list = []
+    marks: dict[int, list] = {}
     while todo:
         ind, flat, d = todo.pop()
         if isinstance(d, str):
@@ -671,6 +695,8 @@ def _render(doc, width: int = _WIDTH, html: bool = False, annotation_prefix: str
                 widths.append(col)
                 cur = [" " * ind]
                 col = ind
+                if open_src:  # the line goes on with the equation still open
+                    _mark(marks, len(lines), col, open_src[-1])
         elif isinstance(d, _Group):
             todo.append((ind, flat or col + _flat_width(d) <= width, d.body))
         elif isinstance(d, _Nest):
@@ -686,16 +712,44 @@ def _render(doc, width: int = _WIDTH, html: bool = False, annotation_prefix: str
         elif isinstance(d, _Tok):
             cur.append(d.html if html else d.text)
             col += len(d.text)
+        elif isinstance(d, _Src):
+            if d.info is _END:
+                open_src.pop()
+                if open_src:  # back in the enclosing equation's text
+                    _mark(marks, len(lines), col, open_src[-1])
+            else:
+                open_src.append(d.info)
+                _mark(marks, len(lines), col, d.info)
         else:  # _Ann
             notes.setdefault(len(lines), []).append(d.text)
     lines.append("".join(cur))
     widths.append(col)
+    if source_map is not None:
+        source_map[:] = [_segments(marks.get(i, ()), widths[i]) for i in range(len(lines))]
     if notes:
         top = max(widths)
         for i, anns in notes.items():
             pads = [" " * (top - widths[i])] + [" " * top] * (len(anns) - 1)
             lines[i] += "\n".join(p + annotation_prefix + (_esc_html(a) if html else a) for p, a in zip(pads, anns))
     return "\n".join(lines)
+
+
+def _mark(marks: dict, line: int, col: int, info: Any) -> None:
+    got = marks.setdefault(line, [])
+    if got and got[-1][0] == col:  # nothing printed since the last change: the new one replaces it
+        got[-1] = (col, info)
+    else:
+        got.append((col, info))
+
+
+def _segments(marks: Any, width: int) -> list:
+    """One line's ``(start, end, SourceInfo)`` triples (JAX's printer's source map), the empty ones left out."""
+    out = []
+    for k, (c, info) in enumerate(marks):
+        end = marks[k + 1][0] if k + 1 < len(marks) else width
+        if end > c:
+            out.append((c, end, info))
+    return out
 
 
 def _esc_html(s: str) -> str:
@@ -817,6 +871,7 @@ class _Printer:
         self.shared: dict[int, str] = {}  # id(jaxpr) -> its name, for bodies printed once (_shared)
         self._alive: list = []  # variables named by id that the printed program does not hold
         self._inline: dict[int, str] | None = None  # constvars printed where used (inline_consts)
+        self.source_map = False  # mark where each equation's text runs (pretty_print(source_map=...))
 
     def inline_consts(self, constvars: list, values: list | None) -> None:
         """Print ``constvars`` where they are used, as JAX prints its constants with
@@ -900,7 +955,8 @@ class _Printer:
             return f"{k}={v.tag}"
         return f"{k}={_str_param(v)}"
 
-    def render(self, jaxpr: Jaxpr, width: int = _WIDTH, annotation_prefix: str = " # ") -> str:
+    def render(self, jaxpr: Jaxpr, width: int = _WIDTH, annotation_prefix: str = " # ",
+               source_map: list | None = None) -> str:
         # The document is many small objects that all die together: collecting garbage while it
         # is built would only walk them (it tripled the time of a 10,000-equation program).
         enabled = gc.isenabled()
@@ -916,7 +972,7 @@ class _Printer:
                 ref = _Tok(name, f'<a id="g_{name}">{_esc_html(name)}</a>') if self.html else name
                 docs += ["let ", ref, " = ", self.jaxpr_doc(j, define=True), " in", _Brk()]
             docs.append(self.jaxpr_doc(jaxpr))
-            return _render(docs, width, self.html, annotation_prefix)
+            return _render(docs, width, self.html, annotation_prefix, source_map)
         finally:
             if enabled:
                 gc.enable()
@@ -1013,6 +1069,11 @@ class _Printer:
         return [f"{k}=", self._bracketed("(", docs, ")")]
 
     def eqn_doc(self, eqn: JaxprEqn) -> Any:
+        if self.source_map:
+            return [_Src(eqn.source_info), self._eqn_doc(eqn), _Src(_END)]
+        return self._eqn_doc(eqn)
+
+    def _eqn_doc(self, eqn: JaxprEqn) -> Any:
         prim = eqn.primitive
         rule = pp_eqn_rules.get(prim) if self.custom_rules else None
         if rule is not None:  # before the results are named: it may name them

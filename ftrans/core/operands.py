@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
@@ -34,6 +35,13 @@ from ftrans.errors import (
 )
 
 _PY_SCALARS = (int, float, complex, bool)
+
+# JAX jits its library functions (``jnp``'s, ``nn``'s): inside one, a value being differentiated has a tangent
+# typed as its primal, weak type included (``jvp`` of a jitted function types tangents so). ftrans's library
+# functions are plain Python; those entry points call ``library_entry`` on their operands, which the autodiff
+# module sets (``transforms/ad.py``: a weakly typed primal's strongly typed tangent becomes weak). None until
+# then, and it is only called while some trace is active.
+library_entry: Any = None
 ArrayLike = Any
 
 
@@ -289,6 +297,8 @@ def promote_args(name: str, *args: Any) -> list:
     Rank-0 operands are left unbroadcast: the elementwise primitives accept
     them (XLA's scalar broadcast), which keeps traced programs short.
     """
+    if _trace.active_anywhere and library_entry is not None:
+        args = library_entry(args)
     ops, _, _ = promote_dtypes(name, *args)
     return broadcast_operands(name, ops)
 

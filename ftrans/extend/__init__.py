@@ -4,6 +4,6 @@
 objects under JAX's names, and an interpreter to start from (see the "Extending ftrans" API page).
 """
 
-from ftrans.extend import core, linear_util, random, sharding, source_info_util  # noqa: F401
+from ftrans.extend import core, linear_util, random, sharding, source_info_util, xla  # noqa: F401
 
-__all__ = ["core", "linear_util", "random", "sharding", "source_info_util"]
+__all__ = ["core", "linear_util", "random", "sharding", "source_info_util", "xla"]

@@ -232,6 +232,10 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list:
     typed = operand_type(op)
     if typed is not None:  # (JAX's split primitive: its own message)
         check_split("split", typed, [shape[:ax] + (s,) + shape[ax + 1:] for s in sizes])
+    elif all(type(d) is int for d in shape):  # JAX's split primitive
+        from ftrans.core.prims import structural as S
+
+        return list(S.split_p.bind(op, sizes=tuple(sizes), axis=ax))
     out, start = [], 0
     for s in sizes:
         out.append(lax.slice_in_dim(op, start, start + s, axis=ax))

@@ -717,8 +717,10 @@ def slice(operand: Any, start_indices: Sequence[int], limit_indices: Sequence[in
     st = None if strides is None else _sizes("slice", "strides", strides)
     if st is not None and all(s == 1 for s in st):
         st = None
-    if st is None and start == (0,) * len(start) and limit == shape_of(x):
-        return x
+    if st is None and start == (0,) * len(start) and limit == shape_of(x) and (
+            not _trace.active_anywhere or _trace.state.eval_only):
+        return x  # eagerly the whole operand is itself; a traced one is sliced, as JAX's (its transpose pads
+        # with a strong zero: the cotangent of a weakly typed operand is strong)
     return _bind(S.slice_p, x, start_indices=start, limit_indices=limit, strides=st)
 
 

@@ -1170,3 +1170,141 @@ def buffer_callback_types() -> tuple[type, type]:
     from jax._src.lib import ffi as _ffi_lib
 
     return _ffi_lib.Buffer, _ffi_lib.ExecutionStage
+
+# --- HLO passes registered with XLA's compiler (``jax.extend.xla`` / ``ftrans.extend.xla``) -------------------
+# jaxlib keeps them in its own registry, which it does not let anyone read. ftrans's executable caches must
+# know them (a program compiled under a pass is another program), so the registry's entry points are wrapped
+# here, once, and every registration and clearing, by JAX's API or ftrans's, is mirrored in
+# ``_hlo_passes``: platform -> the registrations in their order (a stage's queue runs in that order).
+
+
+class HloPass:
+    """One registration of an HLO pass; compared by identity, so a key holding it cannot match another."""
+
+    __slots__ = ("name", "stage", "callback", "__weakref__")
+
+    def __init__(self, name: str, stage: int, callback: Any):
+        self.name, self.stage, self.callback = name, stage, callback
+
+    def __repr__(self) -> str:
+        return f"HloPass({self.name!r}, stage={self.stage})"
+
+
+_hlo_passes: dict[str, tuple[HloPass, ...]] = {}
+
+
+def hlo_passes(platform: str | None = None) -> tuple:
+    """The HLO passes XLA runs when it compiles for ``platform`` (every platform's when None), in
+    registration order; ``()`` when there are none (the usual case: a dict lookup)."""
+    if not _hlo_passes:
+        return ()
+    if platform is None:
+        return tuple(p for ps in _hlo_passes.values() for p in ps)
+    if platform == "cpu":
+        return _hlo_passes.get("cpu", ())
+    # jax >= 0.11 registers on a plugin by its PJRT C API handle, which does not name its platform ("*")
+    return _hlo_passes.get(platform, ()) + _hlo_passes.get("*", ())
+
+
+def _pass_registered(platform: str, name: str, stage: int, callback: Any) -> None:
+    _hlo_passes[platform] = _hlo_passes.get(platform, ()) + (HloPass(str(name), int(stage), callback),)
+
+
+def _pass_cleared(platform: str, name: str, stage: int) -> None:
+    # XLA removes the first registration of that name at that stage
+    ps = list(_hlo_passes.get(platform, ()))
+    for i, p in enumerate(ps):
+        if p.name == name and p.stage == stage:
+            del ps[i]
+            break
+    if ps:
+        _hlo_passes[platform] = tuple(ps)
+    else:
+        _hlo_passes.pop(platform, None)
+
+
+def _plugin_platform(client: Any) -> str:
+    """The platform a C API registration is for: the client's (jax 0.10), or "*" for a bare plugin handle."""
+    platform = getattr(client, "platform", None)
+    return platform if isinstance(platform, str) else "*"
+
+
+def _is_plugin(client: Any) -> bool:
+    """Whether ``client`` is a PJRT C API plugin's (where passes are registered through the C API); jax 0.11
+    passes the plugin's handle itself."""
+    if not hasattr(client, "platform") or hasattr(client, "pjrt_c_api_major_version"):
+        return True
+    try:
+        return "PJRT C API" in str(client.platform_version)
+    except Exception:  # a client that cannot say  # noqa: BLE001
+        return True
+
+
+def _track_hlo_passes() -> None:
+    try:
+        from jax._src.lib import _xla
+    except ImportError:  # pragma: no cover - a jaxlib without the extension module
+        return
+    if _xla is None or not hasattr(_xla, "register_xla_transform"):
+        return
+    reg, clear = _xla.register_xla_transform, _xla.clear_xla_transform
+    reg_c, clear_c = getattr(_xla, "register_xla_transform_c_api", None), getattr(_xla, "clear_xla_transform_c_api",
+                                                                                  None)
+
+    @functools.wraps(reg)
+    def register_xla_transform(name: Any, stage: Any, callback: Any) -> Any:
+        out = reg(name, stage, callback)
+        _pass_registered("cpu", name, stage, callback)  # the in-process (CPU) compiler's registry
+        return out
+
+    @functools.wraps(clear)
+    def clear_xla_transform(name: Any, stage: Any) -> Any:
+        out = clear(name, stage)
+        if out:
+            _pass_cleared("cpu", name, stage)
+        return out
+
+    _xla.register_xla_transform, _xla.clear_xla_transform = register_xla_transform, clear_xla_transform
+    if reg_c is not None and clear_c is not None:
+        @functools.wraps(reg_c)
+        def register_xla_transform_c_api(client: Any, name: Any, stage: Any, callback: Any) -> Any:
+            out = reg_c(client, name, stage, callback)
+            # JAX registers on every client, the in-process CPU one too, where the call is accepted and does
+            # nothing (the CPU compiler's passes are the in-process registry's): only a plugin's counts
+            if _is_plugin(client):
+                _pass_registered(_plugin_platform(client), name, stage, callback)
+            return out
+
+        @functools.wraps(clear_c)
+        def clear_xla_transform_c_api(client: Any, name: Any, stage: Any) -> Any:
+            out = clear_c(client, name, stage)
+            if out:
+                _pass_cleared(_plugin_platform(client), name, stage)
+            return out
+
+        _xla.register_xla_transform_c_api = register_xla_transform_c_api
+        _xla.clear_xla_transform_c_api = clear_xla_transform_c_api
+
+
+_track_hlo_passes()
+
+
+def hlo_pass_api() -> Any:
+    """JAX's ``jax.extend.xla`` (registering HLO passes with XLA's compiler), or None where this jax lacks it."""
+    try:
+        import jax.extend.xla as _jex_xla
+    except ImportError:  # pragma: no cover - jax < 0.10.2
+        return None
+    return _jex_xla
+
+
+def inspect_sharding_key(callback: Any) -> bytes:
+    """The ``backend_config`` of an ``InspectSharding`` custom call: XLA's partitioner calls ``callback`` with the
+    operand's ``HloSharding`` (jaxlib's partitioner for that target). The bytes name ``callback`` without holding
+    it: the caller keeps it alive while the module may be compiled."""
+    return _xc.encode_inspect_sharding_callback(callback)
+
+
+def replicated_hlo_sharding() -> Any:
+    """The ``HloSharding`` of a value every device holds whole."""
+    return _xc.HloSharding.replicate()

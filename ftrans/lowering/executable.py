@@ -225,6 +225,11 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
     # it never goes to disk (the functions cannot be stored with it).
     key = (text, device.id, device.platform, options, callbacks) if callbacks else \
         (text, device.id, device.platform, options)
+    # HLO passes registered with XLA (``ftrans.extend.xla``) rewrite what it compiles: another executable. Their
+    # registrations are in the key; such a program never goes to disk (the passes are Python functions).
+    passes = compat.hlo_passes(device.platform)
+    if passes:
+        key += ("hlo_passes", passes)
     t0 = time.perf_counter()
     with _xla_lock:
         held = _xla_cache.get(key)
@@ -239,7 +244,7 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
 
     # The disk cache keys on the text: options ride along as a trailing comment.
     disk_text = disk_text_of(text, options)
-    exe = disk_cache.load(client, disk_text, [device]) if not callbacks else None
+    exe = disk_cache.load(client, disk_text, [device]) if not (callbacks or passes) else None
     from_disk = exe is not None
     if from_disk:
         stats["disk_hits"] += 1
@@ -258,7 +263,7 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
         record_event_duration_secs("/jax/core/compile/backend_compile_duration", time.perf_counter() - t_compile)
         if log_name:
             log_compile_step("Finished XLA compilation of %s in %.9f sec", log_name, time.perf_counter() - t0)
-        if not callbacks:
+        if not (callbacks or passes):
             disk_cache.store_soon(client, disk_text, [device], exe)
     with _xla_lock:
         held = _xla_cache.get(key)  # another thread may have compiled the same program meanwhile
@@ -267,13 +272,18 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
     return held
 
 
-def compiled_program(key: tuple, build: Any, text: str, options: tuple = ()) -> _Xla:
+def compiled_program(key: tuple, build: Any, text: str, options: tuple = (), platform: str | None = None) -> _Xla:
     """A multi-device program (pmap's replicas, sharded jit's partitions) through the shared cache.
 
     ``build()`` compiles on a miss. As with ``compiled``, the entry lives as
     long as the caller keeps the returned holder; ``options`` are the compiler
     options ``build`` passes, so that XLA's refusal of one is reported as such.
+    The HLO passes registered for ``platform`` (every platform's when None) are
+    part of the key.
     """
+    passes = compat.hlo_passes(platform)
+    if passes:
+        key += ("hlo_passes", passes)
     with _xla_lock:
         held = _xla_cache.get(key)
         if held is not None:
@@ -299,6 +309,8 @@ def _names_option(msg: str) -> bool:
 
 def _rejected(e: Exception, text: str) -> JaxRuntimeError:
     msg = str(e)
+    if "Error calling inspect_sharding" in msg:  # the callback of debug.inspect_array_sharding raised (as JAX's)
+        return JaxRuntimeError(msg)
     if "No FFI handler registered for" in msg:  # the user's ffi_call names a target nobody registered
         return JaxRuntimeError(
             f"{msg.strip()}\nthe program calls a foreign function (ffi_call) whose target is not registered for "

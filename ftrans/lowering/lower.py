@@ -210,6 +210,8 @@ class ModuleLowering:
         self.open_key_results: dict[int, int] = {}
         # A partitioned program's devices, in partition order (a callback's ``sharding`` names one of them).
         self.device_assignment: list[Any] = []
+        # A pmap program's devices as JAX's pmap states them (a one-axis mesh named after its axis), when known.
+        self.pmap_mesh: Any = None
         # Shape polymorphism: private function -> the dimension variables it takes first (``func.call``s of it
         # get their values prepended), for the sizes its arguments' sizes do not give; and the function whose
         # equations are being lowered.

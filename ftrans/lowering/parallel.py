@@ -62,13 +62,20 @@ def _with_unit(aval: ShapedArray, axis: int | None) -> ShapedArray:
 
 
 def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Sequence, out_axes: Sequence,
-               replicas: int, name: str, donated: Sequence[bool] = (), platform: str = "cpu") -> str:
-    """The module text of a pmap program (see the module docstring for ``main``'s convention)."""
+               replicas: int, name: str, donated: Sequence[bool] = (), platform: str = "cpu",
+               devices: Sequence[Any] = ()) -> str:
+    """The module text of a pmap program (see the module docstring for ``main``'s convention); ``devices``: the
+    ones it runs on, when known (what ``debug.inspect_array_sharding`` in the body reports them as)."""
     from ftrans.lowering.rules.callbacks import check_no_ordered_effects
 
     check_no_ordered_effects(body, replicas, f"pmap({name})")
     m = ModuleLowering(f"pmap_{name}", num_replicas=replicas, platform=platform, scope=f"pmap({name})")
     m.replica_axes.append((axis_name, axis_size))
+    if devices and replicas == axis_size:  # (one pmap level: its devices as the mesh JAX's pmap reports)
+        from ftrans.core.sharding import Mesh
+
+        m.pmap_mesh = Mesh(np.array(list(devices)[:axis_size], dtype=object),
+                           (axis_name if isinstance(axis_name, str) else "_internal_pmap_axis_name",))
     fn = mt.FuncEmitter()
     args, ins = [], []
     for i, (a, ax) in enumerate(zip(body.in_avals, in_axes)):
@@ -98,7 +105,7 @@ def _compile(text: str, devices: list, options: tuple = ()) -> Any:
     key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas", options), callbacks)
     return X.compiled_program(
         key, lambda: compat.compile_replicated(devices[0].client, text, devices, (), callbacks, options), text,
-        options)
+        options, platform=devices[0].platform)
 
 
 class PmapExecutable:
@@ -122,7 +129,7 @@ class PmapExecutable:
         self.out_axes = tuple(out_axes)
         self.donated = tuple(donated) if any(donated) else ()
         self.text = lower_pmap(body, axis_name, axis_size, in_axes, out_axes, replicas, name, self.donated,
-                               compat.lowering_platform(devices[0]))
+                               compat.lowering_platform(devices[0]), devices)
         self._held = _compile(self.text, devices, options)  # keeps the shared cache's entry alive
         self.xla = self._held.xla
         # The mapped mesh axis is named after the pmap's axis, as in JAX's pmap results (``P('i')``).

@@ -85,7 +85,7 @@ def _compile(text: str, devices: list, options: tuple) -> Any:
     callbacks = lower.host_callbacks_of(text)
     key = (text, tuple(d.id for d in devices), devices[0].platform, ("spmd", options), callbacks)
     return X.compiled_program(key, lambda: compat.compile_spmd(devices[0].client, text, devices, options, callbacks),
-                              text)
+                              text, platform=devices[0].platform)
 
 
 def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:

@@ -18,6 +18,8 @@ import numpy as np
 from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
+from ftrans.core import operands as _operands
+from ftrans.core import trace as _trace
 from ftrans.core.config import config as _config
 from ftrans.core.operands import canonicalize_axes, check_arraylike, ndim_of, shape_of
 from ftrans.core.shape_poly import DimExpr
@@ -37,7 +39,10 @@ __all__ = [
 def _arraylike(name: str, x: Any) -> Any:
     """JAX's ``ensure_arraylike``: arrays and scalars pass (as arrays), lists and other objects are refused."""
     check_arraylike(name, x)
-    return jnp.asarray(x)
+    x = jnp.asarray(x)
+    if _trace.active_anywhere and _operands.library_entry is not None:  # (JAX's nn functions are jitted)
+        x = _operands.library_entry((x,))[0]
+    return x
 
 
 def identity(x: Any) -> Any:

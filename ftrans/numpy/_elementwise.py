@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import operands as _operands
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.operands import (
@@ -105,6 +106,8 @@ def _promote_to(name: str, args: tuple, kind: str) -> list:
     converted directly to it (an uint32 operand of an inexact op goes straight
     to float32, never through int32).
     """
+    if _trace.active_anywhere and _operands.library_entry is not None:
+        args = _operands.library_entry(args)  # (see core/operands.py)
     if len(args) == 1:
         (a,) = args
         if (type(a) is Array or isinstance(a, Tracer)) and (not a.weak_type or _weak_stable(a.dtype)):
@@ -162,6 +165,13 @@ def _to_bool(x: Any) -> Any:
 def _full_bool(like: Any, value: bool) -> Any:
     """A strong bool array of ``like``'s shape (JAX's ``full_like(x, v, dtype=bool)``)."""
     return broadcast_to_shape(Array._new(np.asarray(value), False), shape_of(like))
+
+
+def _entry1(x: Any) -> Any:
+    """One operand as a library function's entry sees it (``core/operands.py``'s ``library_entry``)."""
+    if _trace.active_anywhere and _operands.library_entry is not None:
+        return _operands.library_entry((x,))[0]
+    return x
 
 
 def _fast1(prim: Primitive, x: Any, allowed: frozenset, **params: Any) -> Array | None:
@@ -499,7 +509,7 @@ def absolute(x: Any, /) -> Any:
     if (r := _fast1(E.abs_p, x, SIGNED_NUM)) is not None:
         return r
     check_arraylike("absolute", x)
-    x = as_operand(x)
+    x = _entry1(as_operand(x))
     d = _dtype(x)
     if d.kind == "u" or d == dtypes.bool_:
         return x
@@ -515,7 +525,7 @@ def sign(x: Any, /) -> Any:
     if (r := _fast1(E.sign_p, x, NUM)) is not None:
         return r
     check_arraylike("sign", x)
-    x = as_operand(x)
+    x = _entry1(as_operand(x))
     d = _dtype(x)
     if d not in NUM:
         raise _reject("sign", d, "numeric")

@@ -1389,11 +1389,19 @@ def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
 
 
 def _roll_static(x: Any, shift: int, axis: int) -> Any:
-    n = _shp(x)[axis]
-    if n == 0 or shift % n == 0:
+    shp = _shp(x)
+    n = shp[axis]
+    if n == 0:
         return x
-    s = shift % n
-    return _concat([_slice_axis(x, axis, n - s, n), _slice_axis(x, axis, 0, n - s)], axis)
+    i = (-shift) % n  # (JAX's form: x[i:] and x[:i] concatenated)
+    if i == 0:
+        if not _trace.active_anywhere or _trace.state.eval_only:
+            return x  # eagerly the array itself
+        # traced, as JAX's: the whole operand sliced and an empty slice concatenated, whose transpose pads with
+        # a strong zero (the cotangent of a weakly typed operand is strong)
+        whole = S.slice_p.bind(x, start_indices=(0,) * len(shp), limit_indices=tuple(shp), strides=None)
+        return S.concatenate_p.bind(whole, _slice_axis(x, axis, 0, 0), dimension=axis)
+    return _concat([_slice_axis(x, axis, i, n), _slice_axis(x, axis, 0, i)], axis)
 
 
 def _roll_traced(x: Any, shift: Any, axis: int) -> Any:

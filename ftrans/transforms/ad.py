@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import building, dtypes
+from ftrans.core import operands as _operands
 from ftrans.core import pytrees as tree_util
 from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
@@ -35,6 +36,7 @@ from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.keys import is_user_edtype
 from ftrans.core.primitive import Primitive, not_supported, rule_table
+from ftrans.core.prims import structural as S
 from ftrans.core.trace import (
     Trace,
     Tracer,
@@ -284,6 +286,33 @@ class JVPTrace(Trace):
         if prim.multiple_results:
             return [JVPTracer(self, p, t) for p, t in zip(primal_out, tangent_out)]
         return JVPTracer(self, primal_out, tangent_out)
+
+
+def tangents_as_primals(args: Sequence[Any]) -> Sequence[Any]:
+    """``args`` with each value being differentiated whose primal is weakly typed and whose tangent is not
+    given a weakly typed tangent: what JAX's jitted library functions see inside (``jvp`` of a jitted function
+    types each tangent as its primal). ``args`` itself when there is none (the usual case).
+
+    Only at the innermost level of a nested differentiation whose primal is not itself being differentiated:
+    under an outer ``grad``/``jvp`` the tangent keeps its own type (there JAX's result depends on how its jitted
+    function is linearized in turn, which ftrans's inlined library functions do not reproduce)."""
+    out = None
+    for i, a in enumerate(args):
+        if type(a) is not JVPTracer:
+            continue
+        t = a.tangent
+        if type(t) is Zero or type(a.primal) is JVPTracer:
+            continue
+        pa = aval_of(a.primal)
+        if not pa.weak_type:
+            continue
+        ta = aval_of(t)
+        if ta.weak_type or ta.dtype != pa.dtype:
+            continue
+        if out is None:
+            out = list(args)
+        out[i] = JVPTracer(a._trace, a.primal, S.convert_element_type_p.bind(t, new_dtype=ta.dtype, weak_type=True))
+    return args if out is None else out
 
 
 def _unpack(main: Any, x: Any) -> tuple[Any, Any]:
@@ -567,3 +596,5 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
 
 # The rules for every primitive family register themselves on import.
 from ftrans.transforms import ad_rules  # noqa: E402, F401
+
+_operands.library_entry = tangents_as_primals

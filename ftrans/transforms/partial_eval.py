@@ -368,7 +368,9 @@ def _split_eval(closed: ClosedJaxpr, unknowns: Sequence[bool],
         if saveable is None:
             continue
         wanted = [id(v) in needed for v in eqn.outvars]
-        if (not (any(wanted) or eqn_has_effects(eqn)) or saveable(eqn)) and id(eqn) not in restage:
+        # (an effectful equation runs again in the recomputation, as JAX's; inspect_array_sharding's does not)
+        effects = eqn_has_effects(eqn) and eqn.primitive.name != "inspect_sharding"
+        if (not (any(wanted) or effects) or saveable(eqn)) and id(eqn) not in restage:
             continue
         rule = partial_eval_jaxpr_rules.get(eqn.primitive)
         if rule is not None and any(wanted) and getattr(rule, "policy_aware", False):

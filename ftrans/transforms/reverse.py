@@ -1045,11 +1045,16 @@ def _split_blocks(stacked: Any, axis_first: bool, inner_shape: tuple, avals: lis
     (jacfwd: [*inner_shape, n]); block ``i`` gets shape ``inner_shape + leaf_i.shape``
     (jacfwd) or ``leaf_i.shape + inner_shape`` (jacrev).
     """
-    axis = 0 if axis_first else len(aval_of(stacked).shape) - 1
+    sa = aval_of(stacked)
+    axis = 0 if axis_first else len(sa.shape) - 1
+    sizes = [int(np.prod(a.shape, dtype=int)) for a in avals]
+    # JAX's split primitive, whose transpose keeps a weakly typed piece's zeros weak (slices' pad strong ones)
+    parts = (S.split_p.bind(stacked, sizes=tuple(sizes), axis=axis)
+             if len(avals) > 1 and getattr(sa, "typed_sharding", None) is None else None)
     blocks, start = [], 0
-    for a in avals:
-        size = int(np.prod(a.shape, dtype=int))
-        part = _slice_axis(stacked, axis, start, start + size)
+    for k, a in enumerate(avals):
+        size = sizes[k]
+        part = parts[k] if parts is not None else _slice_axis(stacked, axis, start, start + size)
         if axis_first:
             blocks.append(building.reshape(part, tuple(a.shape) + tuple(inner_shape)))
         else:

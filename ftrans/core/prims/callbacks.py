@@ -30,8 +30,8 @@ from ftrans.core.ir import effect_rules, effectful_primitives, named_effect
 from ftrans.core.primitive import Primitive, never_weak
 from ftrans.errors import FtransError
 
-__all__ = ["debug_callback_p", "debug_print_p", "pure_callback_p", "io_callback_p", "HostCallback", "CallbackResultError",
-           "take_callback_error", "note_callback_error", "VMAP_METHODS"]
+__all__ = ["debug_callback_p", "debug_print_p", "pure_callback_p", "io_callback_p", "inspect_sharding_p", "HostCallback",
+           "CallbackResultError", "take_callback_error", "note_callback_error", "VMAP_METHODS"]
 
 logger = logging.getLogger("ftrans.callback")
 
@@ -287,4 +287,55 @@ def _dce_sink_abstract(*avals: ShapedArray, prevent_mlir_dce: bool) -> list:
 
 @dce_sink_p.def_impl
 def _dce_sink_impl(*args: Any, prevent_mlir_dce: bool) -> list:
+    return []
+
+
+# ---------------------------------------------------------------- inspect_sharding
+# ``debug.inspect_array_sharding`` of a traced value (JAX's ``inspect_sharding_p``): no results, a debug
+# effect (no pass drops it). Eagerly it reports the array's own sharding; in a program the lowering reports
+# the layout XLA's partitioner chose for the value (``ftrans/lowering/rules/callbacks.py``).
+inspect_sharding_p = Primitive("inspect_sharding", multiple_results=True)
+inspect_sharding_p.def_weak_type(never_weak)
+effectful_primitives.add(inspect_sharding_p)
+effect_rules[inspect_sharding_p] = lambda eqn: {_DEBUG}
+
+
+class ShardingInspector:
+    """``inspect_sharding``'s ``callback`` parameter: the user's callback, and what to report where no
+    partitioner chooses a layout (a program on one device: ``fallback``, the layout known when the value was
+    traced). Prints as the user's callback, compares by both."""
+
+    __slots__ = ("callback", "fallback")
+
+    def __init__(self, callback: Callable, fallback: Any = None):
+        self.callback, self.fallback = callback, fallback
+
+    def __call__(self, sharding: Any) -> None:
+        self.callback(sharding)
+
+    def __repr__(self) -> str:
+        return repr(self.callback)
+
+    def __eq__(self, other: Any) -> bool:
+        return (type(other) is ShardingInspector and self.callback is other.callback
+                and self.fallback == other.fallback)
+
+    def __hash__(self) -> int:
+        try:
+            return hash((id(self.callback), self.fallback))
+        except TypeError:  # an unhashable layout: the callback alone
+            return hash(id(self.callback))
+
+
+@inspect_sharding_p.def_abstract_eval
+def _inspect_sharding_abstract(aval: ShapedArray, *, callback: Any) -> list:
+    return []
+
+
+@inspect_sharding_p.def_impl
+def _inspect_sharding_impl(value: Any, *, callback: Any) -> list:
+    sharding = getattr(value, "sharding", None)
+    if sharding is None:  # a host value (NumPy) staged as an operand: where ftrans would put it
+        sharding = getattr(callback, "fallback", None)
+    callback(sharding)
     return []

@@ -494,6 +494,28 @@ def _slice_impl(x, *, start_indices, limit_indices, strides):
 slice_p = standard_primitive("slice", _slice_shape, _same_dtype, _slice_impl, weak_type_rule=first_weak)
 
 
+def _split_abstract(x, *, sizes, axis):
+    if not 0 <= axis < x.ndim:
+        raise prim_value_error("split", f"axis {axis} is out of bounds for an operand of rank {x.ndim}")
+    if any(s < 0 for s in sizes) or sum(sizes) != x.shape[axis]:
+        raise prim_value_error("split", f"Sum of sizes {sum(sizes)} must be equal to dimension {x.shape[axis]} "
+                                        f"of the operand shape {x.shape}")
+    return [ShapedArray(x.shape[:axis] + (int(s),) + x.shape[axis + 1:], x.dtype, x.weak_type) for s in sizes]
+
+
+def _split_impl(x, *, sizes, axis):
+    return [np.ascontiguousarray(p) for p in np.split(x, np.cumsum(sizes)[:-1].astype(int), axis=axis)]
+
+
+# JAX's ``split_p`` (``lax.split``): consecutive pieces along one axis. Its transpose concatenates the
+# cotangents, a missing one as zeros of its piece's type (weak for a weak piece), where slices' transposes pad
+# with a strong zero.
+split_p = Primitive("split", multiple_results=True)
+split_p.def_abstract_eval(_split_abstract)
+split_p.def_impl(_split_impl)
+split_p.def_weak_type(lambda weaks, *, sizes, axis: (weaks[0],) * len(sizes))
+
+
 def _dyn_slice_shape(x, *idx, slice_sizes):
     if len(idx) != x.ndim or len(slice_sizes) != x.ndim:
         raise prim_value_error("dynamic_slice", f"needs one start index and slice size per axis of {x.shape}")

@@ -17,6 +17,7 @@ from ftrans.core.prims.callbacks import (
     dce_sink_p,
     debug_callback_p,
     debug_print_p,
+    inspect_sharding_p,
     io_callback_p,
     pure_callback_p,
 )
@@ -219,4 +220,91 @@ def _dce_sink_lowering(ctx: LoweringContext, *args: str, prevent_mlir_dce: bool)
             "call_target_name": '"dce_sink"',
             "has_side_effect": "true",
         })
+    return []
+
+
+# ---------------------------------------------------------------- inspect_sharding
+# In a program partitioned over several devices the value's layout is XLA's partitioner's choice, known only
+# when it compiles: the lowering writes the ``InspectSharding`` custom call jaxlib gives a partitioner, whose
+# ``backend_config`` names a Python function the partitioner calls with the operand's HLO sharding (as JAX
+# lowers ``inspect_sharding_p``); that function states it over the program's mesh and calls the user's
+# callback, then the partitioner drops the call. Elsewhere (one device, a manual shard_map body, no devices)
+# the layout is known when lowering, and the callback is called then, as JAX's.
+
+# The functions named by lowered modules' ``InspectSharding`` calls, by (user callback, mesh, rank): the bytes
+# only point at them, so they live as long as the process (one per distinct callback, mesh and rank).
+_inspectors: dict[tuple, tuple[Any, bytes]] = {}
+
+
+def _reported(hlo: Any, mesh: Any, devices: list, ndim: int) -> Any:
+    """An ``HloSharding`` as JAX's ``inspect_array_sharding`` reports it: a ``NamedSharding`` over the program's
+    mesh (its spec without trailing unsplit dimensions), else JAX's ``GSPMDSharding`` of it."""
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+
+    if mesh is not None:
+        if hlo.is_manual():
+            return NamedSharding(mesh, PartitionSpec())
+        from ftrans.lowering import compat
+
+        compat.runtime_sharding(NamedSharding(mesh, PartitionSpec()), 0)  # (makes the mesh's runtime twin)
+        spec = compat.spec_matching(hlo, mesh, ndim)
+        if spec is not None:
+            spec = list(spec)
+            while spec and spec[-1] is None:
+                spec.pop()
+            return NamedSharding(mesh, PartitionSpec(*spec))
+    from ftrans.lowering import compat
+
+    return compat.gspmd_sharding(devices, hlo)
+
+
+def _inspector(callback: Any, mesh: Any, devices: list, ndim: int) -> bytes:
+    from ftrans.lowering import compat
+
+    user = getattr(callback, "callback", callback)
+    try:
+        key = (user, mesh, tuple(d.id for d in devices), ndim)
+        hash(key)
+    except TypeError:  # an unhashable callable: a function of its own
+        key = None
+    got = _inspectors.get(key) if key is not None else None
+    if got is not None:
+        return got[1]
+
+    def on_partitioned(hlo: Any) -> None:
+        user(_reported(hlo, mesh, devices, ndim))
+
+    config = compat.inspect_sharding_key(on_partitioned)
+    _inspectors[key if key is not None else ("unhashable", id(on_partitioned))] = (on_partitioned, config)
+    return config
+
+
+def _mlir_bytes(data: bytes) -> str:
+    """``data`` as an MLIR string literal's contents (printable ASCII as is, other bytes as ``\\XX``)."""
+    return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in data)
+
+
+@register_lowering(inspect_sharding_p)
+def _inspect_sharding_lowering(ctx: LoweringContext, value: str, *, callback: Any) -> list[str]:
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+
+    m = ctx.module
+    mesh = next((k for k, sym in m.meshes.items() if sym == "mesh"), None)
+    devices = list(m.device_assignment)
+    if mesh is None or not devices:  # one device (or no devices yet): what was known when it was traced
+        pmap_mesh = m.pmap_mesh
+        if pmap_mesh is not None:  # a pmap body's value: replicated over the pmap's devices, as JAX's pmap says
+            callback(NamedSharding(pmap_mesh, PartitionSpec()))
+        elif mesh is None:
+            callback(getattr(callback, "fallback", None))
+        return []
+    if m.replica_axes or len(devices) == 1:  # a manual region's per-device value, or one device: replicated
+        callback(NamedSharding(mesh, PartitionSpec()))
+        return []
+    ty = mt.aval_type(ctx.avals_in[0])
+    ctx.emit("stablehlo.custom_call", [value], [ty], {
+        "backend_config": f'"{_mlir_bytes(_inspector(callback, mesh, devices, len(ctx.avals_in[0].shape)))}"',
+        "call_target_name": '"InspectSharding"',
+        "has_side_effect": "true",
+    })
     return []

@@ -194,6 +194,23 @@ def _concatenate(ctx: LoweringContext, *xs, dimension):
     return ctx.emit1("stablehlo.concatenate", list(xs), attrs={"dimension": f"{int(dimension)} : i64"})
 
 
+@register_lowering(S.split_p)
+def _split(ctx: LoweringContext, x, *, sizes, axis):
+    """One ``stablehlo.slice`` per piece (as JAX lowers ``split``)."""
+    a = ctx.avals_in[0]
+    outs, start = [], 0
+    for s, out_aval in zip(sizes, ctx.avals_out):
+        starts, limits = [0] * a.ndim, list(a.shape)
+        starts[axis], limits[axis] = start, start + int(s)
+        outs.append(ctx.emit1("stablehlo.slice", [x], mt.aval_type(out_aval), attrs={
+            "start_indices": mt.i64_array(starts),
+            "limit_indices": mt.i64_array(limits),
+            "strides": mt.i64_array([1] * a.ndim),
+        }))
+        start += int(s)
+    return outs
+
+
 # ---------------------------------------------------------------- slicing
 @register_lowering(S.slice_p)
 def _slice(ctx: LoweringContext, x, *, start_indices, limit_indices, strides):

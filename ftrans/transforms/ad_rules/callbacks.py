@@ -15,6 +15,7 @@ from ftrans.core.prims.callbacks import (
     dce_sink_p,
     debug_callback_p,
     debug_print_p,
+    inspect_sharding_p,
     io_callback_p,
     pure_callback_p,
 )
@@ -50,3 +51,8 @@ def _io_callback_jvp(primals: list, tangents: list, *, callback: Any, **params: 
 @register_jvp(dce_sink_p)
 def _dce_sink_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
     return dce_sink_p.bind(*primals, **params), []
+
+
+@register_jvp(inspect_sharding_p)
+def _inspect_sharding_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
+    return inspect_sharding_p.bind(*primals, **params), []

@@ -54,7 +54,7 @@ def linear_in_leading(prim: Primitive, n_linear: int) -> None:
 
 # ---------------------------------------------------------------- pure data movement
 for _prim in (S.broadcast_in_dim_p, S.reshape_p, S.transpose_p, S.squeeze_p, S.expand_dims_p,
-              S.rev_p, S.slice_p, S.concatenate_p, S.pad_p):
+              S.rev_p, S.slice_p, S.concatenate_p, S.pad_p, S.split_p):
     # pad is linear in (operand, padding value) jointly: the padding value's
     # tangent fills the padded positions of the output tangent.
     defjvp_linear(_prim)

@@ -23,6 +23,7 @@ from ftrans.core.prims.callbacks import (
     dce_sink_p,
     debug_callback_p,
     debug_print_p,
+    inspect_sharding_p,
     io_callback_p,
     pure_callback_p,
 )
@@ -127,3 +128,9 @@ def _io_callback_batch(vals: list, dims: list, *, frame: Any, callback: Any, res
 @register_batching(dce_sink_p)
 def _dce_sink_batch(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[list, list]:
     return list(dce_sink_p.bind(*vals, **params)), []
+
+
+@register_batching(inspect_sharding_p)
+def _inspect_sharding_batch(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[list, list]:
+    # the batched value itself, as JAX's rule reports it
+    return list(inspect_sharding_p.bind(*vals, **params)), []

@@ -107,6 +107,13 @@ def _pad_batch(vals: list, dims: list, *, frame: Any, padding_config: tuple):
     return S.select_n_p.bind(mask, padded, fill), 0
 
 
+@register_batching(S.split_p)
+def _split_batch(vals: list, dims: list, *, frame: Any, sizes: tuple, axis: int) -> tuple[list, list]:
+    (x,), (d,) = vals, dims
+    outs = S.split_p.bind(x, sizes=sizes, axis=axis if axis < d else axis + 1)
+    return list(outs), [d] * len(sizes)
+
+
 @register_batching(S.concatenate_p)
 def _concatenate_batch(vals: list, dims: list, *, frame: Any, dimension: int):
     ops = [bdim_at_front(v, d, frame.size) for v, d in zip(vals, dims)]

@@ -13,6 +13,7 @@ from ftrans.core.prims.callbacks import (
     dce_sink_p,
     debug_callback_p,
     debug_print_p,
+    inspect_sharding_p,
     io_callback_p,
     pure_callback_p,
 )
@@ -38,6 +39,7 @@ def _io_callback_transpose(cts: list, *args: Any, callback: Any, **params: Any) 
                            "linear value)")
 
 
+@register_transpose(inspect_sharding_p)
 @register_transpose(dce_sink_p)
 def _dce_sink_transpose(cts: list, *args: Any, **params: Any) -> list:
     return [None] * len(args)

@@ -17,6 +17,7 @@ from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import aval_of
+from ftrans.transforms.ad import Zero
 from ftrans.transforms.linear_rules._util import ct_zeros, zeros
 from ftrans.transforms.transpose import is_undefined, register_transpose
 
@@ -122,6 +123,15 @@ def _pad_t(ct: Any, x: Any, padv: Any, *, padding_config: tuple) -> list:
         total = R.reduce_sum_p.bind(ct, axes=axes)
         out[1] = E.sub_p.bind(total, R.reduce_sum_p.bind(t_x, axes=axes))
     return out
+
+
+@register_transpose(S.split_p)
+def _split_t(cts: list, x: Any, *, sizes: tuple, axis: int) -> list:
+    # JAX's: the cotangents concatenated, a missing one as zeros of its piece's type (weak when it is)
+    if all(type(ct) is Zero for ct in cts):
+        return [None]
+    full = [zeros(ct.aval) if type(ct) is Zero else ct for ct in cts]
+    return [full[0] if len(full) == 1 else S.concatenate_p.bind(*full, dimension=axis)]
 
 
 @register_transpose(S.concatenate_p)
