@@ -89,3 +89,36 @@ def assert_same_samples(ours, theirs, ulps: int = 8) -> None:
     wa, wb = a.astype(wide), b.astype(wide)
     top = float(np.abs(wb[np.isfinite(wb)]).max(initial=1.0))
     np.testing.assert_allclose(wa, wb, rtol=ulps * eps, atol=ulps * eps * top, equal_nan=True)
+
+
+def import_jax_module_without_absl(name: str):
+    """Import ``name`` (one of jax's modules that imports absl at import time only for a logger or a flag,
+    as ``jax.experimental.roofline`` and ``jax.experimental.source_mapper`` do) where absl is not
+    installed: a stand-in ``absl`` with ``logging.warning`` and ``flags.FLAGS`` is in ``sys.modules``
+    for that import alone, so no other test sees it."""
+    import importlib
+    import logging
+    import sys
+    import types
+
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] != "absl":
+            raise
+    absl = types.ModuleType("absl")
+    absl.logging = types.ModuleType("absl.logging")
+    absl.logging.warning = logging.getLogger("absl").warning
+    absl.flags = types.ModuleType("absl.flags")
+    absl.flags.FLAGS = types.SimpleNamespace()
+    stand_ins = {"absl": absl, "absl.logging": absl.logging, "absl.flags": absl.flags}
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k == name or k.startswith(name + ".")}
+    sys.modules.update(stand_ins)
+    try:
+        return importlib.import_module(name)
+    except BaseException:
+        sys.modules.update(saved)
+        raise
+    finally:
+        for k in stand_ins:
+            sys.modules.pop(k, None)

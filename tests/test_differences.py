@@ -1210,20 +1210,9 @@ def test_simplified_jaxpr_constants_only_change_the_printing():
 
 # ---------------------------------------------------------------- experimental.roofline (docs/differences.md)
 def _jax_roofline():
-    import logging
-    import sys
-    import types
+    from tests.backend_util import import_jax_module_without_absl
 
-    try:
-        import absl.logging  # noqa: F401
-    except ImportError:  # jax's roofline logs through absl.logging.warning only
-        absl = types.ModuleType("absl")
-        absl.logging = types.SimpleNamespace(warning=logging.getLogger("absl").warning)
-        sys.modules.setdefault("absl", absl)
-        sys.modules.setdefault("absl.logging", absl.logging)
-    from jax.experimental import roofline
-
-    return roofline
+    return import_jax_module_without_absl("jax.experimental.roofline")
 
 
 def test_roofline_broadcast_operand_counts_in_full():

@@ -180,27 +180,10 @@ def test_pass_api_errors_as_jax():
 
 
 def _jax_source_mapper():
-    """JAX's ``jax.experimental.source_mapper`` (the oracle). It imports absl only for ``compile_with_env``'s
-    flags; where absl is not installed a stand-in is given to that import alone."""
-    import importlib
-    import sys
-    import types
+    """JAX's ``jax.experimental.source_mapper`` (the oracle)."""
+    from tests.backend_util import import_jax_module_without_absl
 
-    try:
-        return importlib.import_module("jax.experimental.source_mapper")
-    except ModuleNotFoundError as e:
-        if e.name != "absl":
-            raise
-    absl, flags = types.ModuleType("absl"), types.ModuleType("absl.flags")
-    flags.FLAGS = types.SimpleNamespace()
-    absl.flags = flags
-    sys.modules["absl"], sys.modules["absl.flags"] = absl, flags
-    try:
-        for k in [k for k in sys.modules if k.startswith("jax.experimental.source_mapper")]:
-            del sys.modules[k]
-        return importlib.import_module("jax.experimental.source_mapper")
-    finally:
-        del sys.modules["absl"], sys.modules["absl.flags"]
+    return import_jax_module_without_absl("jax.experimental.source_mapper")
 
 
 def _sm_fn(np_mod):

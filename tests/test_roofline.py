@@ -6,27 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 import types
 from functools import partial
 
-import numpy as np
-import pytest
-
-try:
-    import absl.logging  # noqa: F401
-except ImportError:
-    # jax's roofline logs through absl; where absl is not installed, route that to the logging module so the
-    # oracle imports (only ``absl.logging.warning`` is used).
-    _absl = types.ModuleType("absl")
-    _absl.logging = types.SimpleNamespace(warning=logging.getLogger("absl").warning)  # type: ignore[attr-defined]
-    sys.modules["absl"] = _absl
-    sys.modules["absl.logging"] = _absl.logging  # type: ignore[assignment]
-
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+import numpy as np
+import pytest
 from jax import lax as jlax  # noqa: E402
-from jax.experimental import roofline as jroof  # noqa: E402
+
+from tests.backend_util import import_jax_module_without_absl  # noqa: E402
+
+jroof = import_jax_module_without_absl("jax.experimental.roofline")
 
 import ftrans  # noqa: E402
 import ftrans.numpy as fnp  # noqa: E402
