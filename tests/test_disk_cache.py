@@ -118,33 +118,51 @@ def test_file_is_header_plus_serialized_executable(cache):
     assert data[disk_cache.HEADER.size:disk_cache.HEADER.size + 2] != b"\x80\x04"  # not a pickle stream
 
 
-def test_cross_process_hit(tmp_path):
-    """The point of the cache: a second process loads what the first compiled."""
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    """Two processes on one cache directory (a process costs seconds of imports, so two tests share them).
+    The first compiles a program, flushes its write and prints its counters, then compiles a second program
+    and exits at once, its write still in the background writer's hands; the second process runs the
+    first program again. The directory's files are listed after each."""
+    tmp_path = tmp_path_factory.mktemp("two_processes")
     script = tmp_path / "prog.py"
     script.write_text(textwrap.dedent("""
+        import sys
         import numpy as np
         import ftrans, ftrans.numpy as jnp
         from ftrans.lowering import disk_cache
         out = ftrans.jit(lambda x: jnp.sin(x) + x * 3.0)(np.arange(5, dtype=np.float32))
         disk_cache.flush()  # the write runs on the background writer
-        print(disk_cache.stats["hits"], disk_cache.stats["writes"], np.asarray(out).tolist())
+        print(disk_cache.stats["hits"], disk_cache.stats["writes"], np.asarray(out).tolist(), flush=True)
+        if sys.argv[1] == "first":  # exit right after a call: its entry is flushed at exit
+            assert disk_cache.background_writes
+            ftrans.jit(lambda x: jnp.cos(x) * 5.0)(np.arange(3, dtype=np.float32)).block_until_ready()
     """))
     env = dict(os.environ, FTRANS_COMPILATION_CACHE_DIR=str(tmp_path / "c"), JAX_PLATFORMS="cpu",
                PYTHONPATH=str(Path(ftrans.__file__).resolve().parents[1]))
 
-    def run():
-        p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+    def run(which):
+        p = subprocess.run([sys.executable, str(script), which], env=env, capture_output=True, text=True,
                            timeout=120)
         assert p.returncode == 0, p.stderr
         hits, writes, vals = p.stdout.strip().split(" ", 2)
-        return int(hits), int(writes), vals
+        return (int(hits), int(writes), vals), sorted(f.name for f in (tmp_path / "c").iterdir())
 
-    first = run()
-    second = run()
+    first, files_after_first = run("first")
+    second, files_after_second = run("second")
+    return SimpleNamespace(first=first, second=second, files_after_first=files_after_first,
+                           files_after_second=files_after_second)
+
+
+def test_cross_process_hit(two_processes):
+    """The point of the cache: a second process loads what the first compiled."""
+    first, second = two_processes.first, two_processes.second
     assert first[:2] == (0, 1)
     assert second[:2] == (1, 0)
     assert first[2] == second[2]
-    assert len(list((tmp_path / "c").iterdir())) == 1
+    # the first program's entry and the one flushed at exit; the second process added none
+    assert len(two_processes.files_after_first) == 2
+    assert two_processes.files_after_second == two_processes.files_after_first
 
 
 # ----------------------------------------------------------------------------
@@ -755,21 +773,11 @@ def test_load_waits_for_this_process_own_pending_write(cache):
     assert X.stats["compiles"] >= 1
 
 
-def test_background_write_survives_an_immediate_exit(tmp_path):
-    """A script that exits right after its first call still leaves the entry (flushed at exit)."""
-    script = tmp_path / "prog.py"
-    script.write_text(textwrap.dedent("""
-        import numpy as np
-        import ftrans, ftrans.numpy as jnp
-        from ftrans.lowering import disk_cache
-        assert disk_cache.background_writes
-        ftrans.jit(lambda x: jnp.cos(x) * 5.0)(np.arange(3, dtype=np.float32)).block_until_ready()
-    """))
-    env = dict(os.environ, FTRANS_COMPILATION_CACHE_DIR=str(tmp_path / "c"), JAX_PLATFORMS="cpu",
-               PYTHONPATH=str(Path(ftrans.__file__).resolve().parents[1]))
-    p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert len(list((tmp_path / "c").iterdir())) == 1
+def test_background_write_survives_an_immediate_exit(two_processes):
+    """A script that exits right after its first call of a program still leaves the entry (flushed at exit):
+    the first of ``two_processes`` leaves two entries, one written before the call that ends it."""
+    assert two_processes.first[1] == 1  # written before the last call
+    assert len(two_processes.files_after_first) == 2
 
 
 def test_background_write_to_an_unwritable_directory_warns_and_never_raises(tmp_path, caplog):

@@ -149,14 +149,16 @@ def test_executables_of_dead_functions_are_freed():
     before = len(X._xla_cache)
     exes, xlas = [], []
     fs = []
-    for i in range(40):
+    # Any strong reference (a bounded cache of recent programs included) keeps some of them alive, which
+    # the assertions below see at any count; ten programs is as strict as more, at a compile each.
+    for i in range(10):
         f = _make(float(i) + 0.5)  # distinct constants: distinct programs
         f(X_IN)
         (exe,) = _executables(f)
         exes.append(weakref.ref(exe))
         xlas.append(weakref.ref(exe._held))
         fs.append(f)
-    assert len(X._xla_cache) >= before + 40
+    assert len(X._xla_cache) >= before + 10
     del fs, f, exe
     gc.collect()
     assert sum(r() is not None for r in exes) == 0
