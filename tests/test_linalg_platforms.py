@@ -35,11 +35,13 @@ LINALG_OPS = ("stablehlo.custom_call", "stablehlo.triangular_solve", "stablehlo.
 DEFAULTS = {"api_version": "1 : i32", "called_computations": "[]", "has_side_effect": "false"}
 
 
-def linalg_ops(text: str) -> list[tuple]:
-    """(op name, operand types, result types, attributes) of each linear-algebra op, in program order."""
+def linalg_ops(module) -> list[tuple]:
+    """(op name, operand types, result types, attributes) of each linear-algebra op, in program order, of a
+    module's text or of the ``ir.Module`` ``Lowered.compiler_ir()`` gives (no printing and re-parsing)."""
     out = []
-    with mlir.make_ir_context():
-        module = ir.Module.parse(text)
+    with (mlir.make_ir_context() if isinstance(module, str) else module.context):
+        if isinstance(module, str):
+            module = ir.Module.parse(module)
 
         def walk(op):
             for region in op.regions:
@@ -67,8 +69,8 @@ def both(jf, ff, args, platform):
 def both_on(jf, ff, args, platforms):
     """``both`` for each platform, from one trace of each function (a trace costs a third of a lowering)."""
     jt, ft = jax.jit(jf).trace(*args), ftrans.jit(ff).trace(*args)
-    return [(linalg_ops(jt.lower(lowering_platforms=(p,)).as_text()),
-             linalg_ops(ft.lower(lowering_platforms=(p,)).as_text())) for p in platforms]
+    return [(linalg_ops(jt.lower(lowering_platforms=(p,)).compiler_ir()),
+             linalg_ops(ft.lower(lowering_platforms=(p,)).compiler_ir())) for p in platforms]
 
 
 # (name, jax function, ftrans function, shape of the operand from (m, n) and batch)
