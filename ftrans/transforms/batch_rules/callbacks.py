@@ -92,27 +92,40 @@ def _batched_avals(result_avals: tuple, n: int) -> tuple:
     return tuple(ShapedArray((n, *a.shape), a.dtype, a.weak_type) for a in result_avals)
 
 
+def batch_by_vmap_method(prim: Any, vals: list, dims: list, params: dict, *, what: str, api: str,
+                         adjust: Any = None) -> tuple[list, list]:
+    """The ``vmap_method`` rule every call to foreign code shares (``pure_callback``, ``ffi_call``,
+    ``buffer_callback``): the foreign function cannot be traced, so the method the user named says how
+    it sees the batch. ``what`` names the function in the error, ``api`` the call that takes the method;
+    ``adjust(params, method, dims)`` edits the batched call's other params (an ffi call's layouts)."""
+    method = params["vmap_method"]
+    if method in ("sequential", "sequential_unrolled"):
+        return _looped(prim, vals, dims, params, unrolled=method == "sequential_unrolled")
+    if method not in ("expand_dims", "broadcast_all", "legacy_vectorized"):
+        raise NotImplementedError(
+            f"vmap is only supported for the {prim.name} primitive when vmap_method is one of 'sequential', "
+            f"'sequential_unrolled', 'expand_dims', 'broadcast_all', or 'legacy_vectorized'. Got "
+            f"vmap_method={method!r} ({what}); pass vmap_method= to {api}")
+    n = _size(vals, dims)
+    front = [v if d is not_mapped else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
+    if method == "legacy_vectorized":
+        args = front
+    else:
+        size = n if method == "broadcast_all" else 1
+        args = [broadcast_batch(v, size, 0) if d is not_mapped else v for v, d in zip(front, dims)]
+    p = dict(params, result_avals=_batched_avals(params["result_avals"], n))
+    if adjust is not None:
+        adjust(p, method, dims)
+    outs = prim.bind(*args, **p)
+    return list(outs), [0] * len(outs)
+
+
 @register_batching(pure_callback_p)
 def _pure_callback_batch(vals: list, dims: list, *, frame: Any, callback: Any, result_avals: tuple,
                          vmap_method: Any, sharding: Any = None) -> tuple[list, list]:
     params = dict(callback=callback, result_avals=result_avals, vmap_method=vmap_method, sharding=sharding)
-    if vmap_method in ("sequential", "sequential_unrolled"):
-        return _looped(pure_callback_p, vals, dims, params, unrolled=vmap_method == "sequential_unrolled")
-    n = _size(vals, dims)
-    front = [v if d is not_mapped else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
-    if vmap_method == "legacy_vectorized":
-        args = front
-    elif vmap_method in ("expand_dims", "broadcast_all"):
-        size = n if vmap_method == "broadcast_all" else 1
-        args = [broadcast_batch(v, size, 0) if d is not_mapped else v for v, d in zip(front, dims)]
-    else:
-        raise NotImplementedError(
-            f"vmap is only supported for the pure_callback primitive when vmap_method is one of 'sequential', "
-            f"'sequential_unrolled', 'expand_dims', 'broadcast_all', or 'legacy_vectorized'. Got "
-            f"vmap_method={vmap_method!r} (the callback {callback!r}); pass vmap_method= to pure_callback")
-    outs = pure_callback_p.bind(*args, callback=callback, result_avals=_batched_avals(result_avals, n),
-                                vmap_method=vmap_method, sharding=sharding)
-    return outs, [0] * len(outs)
+    return batch_by_vmap_method(pure_callback_p, vals, dims, params, what=f"the callback {callback!r}",
+                                api="pure_callback")
 
 
 @register_batching(io_callback_p)

@@ -13,38 +13,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.avals import ShapedArray
 from ftrans.core.prims.ffi import ffi_call_p
-from ftrans.transforms.batch_rules.callbacks import _looped, _size
-from ftrans.transforms.batching import broadcast_batch, moveaxis, not_mapped, register_batching
+from ftrans.transforms.batch_rules.callbacks import batch_by_vmap_method
+from ftrans.transforms.batching import not_mapped, register_batching
 
 
 def _with_batch_axis(layout: tuple) -> tuple:
     return tuple(n + 1 for n in layout) + (0,)
 
 
+def _batched_layouts(p: dict, method: str, dims: list) -> None:
+    """The batch axis is the call's leading (its major-most) axis: every layout names it last."""
+    p["output_layouts"] = tuple(_with_batch_axis(lay) for lay in p["output_layouts"])
+    p["input_layouts"] = tuple(lay if method == "legacy_vectorized" and d is not_mapped else _with_batch_axis(lay)
+                               for lay, d in zip(p["input_layouts"], dims))
+
+
 @register_batching(ffi_call_p)
 def _ffi_call_batch(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[list, list]:
-    method = params["vmap_method"]
-    if method in ("sequential", "sequential_unrolled"):
-        return _looped(ffi_call_p, vals, dims, params, unrolled=method == "sequential_unrolled")
-    if method not in ("expand_dims", "broadcast_all", "legacy_vectorized"):
-        raise NotImplementedError(
-            f"vmap is only supported for the ffi_call primitive when vmap_method is one of 'sequential', "
-            f"'sequential_unrolled', 'expand_dims', 'broadcast_all', or 'legacy_vectorized'. Got "
-            f"vmap_method={method!r} (the call of {params['target_name']!r}); pass vmap_method= to ffi_call")
-    n = _size(vals, dims)
-    front = [v if d is not_mapped else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
-    p = dict(params)
-    p["result_avals"] = tuple(ShapedArray((n, *a.shape), a.dtype, a.weak_type) for a in params["result_avals"])
-    p["output_layouts"] = tuple(_with_batch_axis(lay) for lay in params["output_layouts"])
-    if method == "legacy_vectorized":
-        args = front
-        p["input_layouts"] = tuple(lay if d is not_mapped else _with_batch_axis(lay)
-                                   for lay, d in zip(params["input_layouts"], dims))
-    else:
-        size = n if method == "broadcast_all" else 1
-        args = [broadcast_batch(v, size, 0) if d is not_mapped else v for v, d in zip(front, dims)]
-        p["input_layouts"] = tuple(_with_batch_axis(lay) for lay in params["input_layouts"])
-    outs = ffi_call_p.bind(*args, **p)
-    return list(outs), [0] * len(outs)
+    return batch_by_vmap_method(ffi_call_p, vals, dims, params, what=f"the call of {params['target_name']!r}",
+                                api="ffi_call", adjust=_batched_layouts)
