@@ -2409,7 +2409,18 @@ def check_not_traced(leaves: list) -> None:
 
 
 def _long_type(a: Any) -> str:
+    """A type as JAX's argument-mismatch messages show it: ``int32[8,2]``."""
     return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+
+
+def argument_mismatch_error(what: str, errors: list) -> FtransValueError:
+    """JAX's error for committed arguments a compiled program would have to move (``what``: "layouts" or
+    "shardings"), listing at most five of the ``errors`` (one text per argument)."""
+    n = len(errors)
+    which = f"the {n} mismatches" if n < 5 else f"5 mismatches out of {n}"
+    return FtransValueError(
+        f"Computation was compiled for input {what} that disagree with the {what} of arguments passed to "
+        f"it. Here are {which}:\n" + "\n".join(errors[:5]))
 
 
 def check_laid_layouts(leaves: list, layouts: Any, names: Any) -> None:
@@ -2429,11 +2440,7 @@ def check_laid_layouts(leaves: list, layouts: Any, names: Any) -> None:
             errors.append(f"Argument {name} with shape {_long_type(x.aval)}:\n  Passed layout: {have}\n"
                           f"  Required layout: {want}")
     if errors:
-        n = len(errors)
-        which = f"the {n} mismatches" if n < 5 else f"5 mismatches out of {n}"
-        raise FtransValueError(
-            "Computation was compiled for input layouts that disagree with the layouts of arguments passed to "
-            f"it. Here are {which}:\n" + "\n".join(errors[:5]))
+        raise argument_mismatch_error("layouts", errors)
 
 
 class Compiled:

@@ -39,7 +39,14 @@ from ftrans.core.sharding_rules import typed_aval
 from ftrans.errors import FtransRuntimeError as _FtransRuntimeError
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering.spmd import SpmdExecutable
-from ftrans.transforms.jit import GENERAL_PATH, Compiled, LoweredText, check_laid_layouts
+from ftrans.transforms.jit import (
+    GENERAL_PATH,
+    Compiled,
+    LoweredText,
+    _long_type,
+    argument_mismatch_error,
+    check_laid_layouts,
+)
 
 
 class _DeviceAssignmentError(FtransValueError, RuntimeError):
@@ -399,11 +406,6 @@ def _check_committed_arg(fname: str, s: NamedSharding, x: Any) -> None:
             "Sharding passed to jit does not match the sharding on the respective arg. "
             f"Got jit sharding: {s},\narg sharding: {own} for arg type: {_long_type(x.aval)} "
             f"(jit({fname}); reshard the argument with device_put first)")
-
-
-def _long_type(aval: Any) -> str:
-    """A type as JAX's device-assignment messages show it: ``int32[8,2]``."""
-    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
 
 
 def _ids_str(ids: Any, platform: str) -> str:
@@ -1120,11 +1122,7 @@ class ShardedCompiled(Compiled):
                 errors.append(f"Argument {name} with shape {_long_type(x.aval)}:\n  Passed sharding: {x.sharding}\n"
                               f"  Required sharding: {want}")
         if errors:
-            n = len(errors)
-            which = f"the {n} mismatches" if n < 5 else f"5 mismatches out of {n}"
-            raise FtransValueError(
-                "Computation was compiled for input shardings that disagree with the shardings of arguments "
-                f"passed to it. Here are {which}:\n" + "\n".join(errors[:5]))
+            raise argument_mismatch_error("shardings", errors)
         self._check_laid_layouts(leaves)
 
     def _check_laid_layouts(self, leaves: list) -> None:
