@@ -212,20 +212,42 @@ def test_default_compiler_options_reach_xla_unless_the_jit_names_them(monkeypatc
         X._xla_cache.clear()
         got = ftrans.jit(lambda a: jnp.tanh(a) * 2.0 + 1.0, compiler_options=opts)(x)
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
-    defaults = dict(X.DEFAULT_COMPILER_OPTIONS.get(ftrans.devices()[0].platform, ()))  # none on a GPU
+    # none on a GPU; on the CPU none either where XLA_FLAGS names the level (tests/conftest.py does)
+    defaults = dict(X.with_default_options((), ftrans.devices()[0].platform))
     assert seen[0] == defaults  # no options asked for: the platform's defaults
     assert seen[1] == {"xla_backend_optimization_level": 2}  # the jit's own value wins
     assert seen[2] == {**defaults, "xla_llvm_disable_expensive_passes": True}  # merged with other options
 
 
-def test_default_options_are_part_of_the_cache_keys():
+def test_default_options_are_part_of_the_cache_keys(monkeypatch):
     from ftrans.lowering import executable as X
 
+    monkeypatch.setattr(X, "options_in_xla_flags", lambda: frozenset())  # XLA_FLAGS names none of them
     assert X.with_default_options((), "cpu") == X.DEFAULT_COMPILER_OPTIONS["cpu"]
     assert X.with_default_options((("xla_backend_optimization_level", 3),), "cpu") == (
         ("xla_backend_optimization_level", 3),)
     assert X.with_default_options((), "no-such-platform") == ()
     assert X.disk_text_of("m", X.with_default_options((), "cpu")) != X.disk_text_of("m", ())
+
+
+def test_options_in_xla_flags_take_the_place_of_ftrans_defaults(monkeypatch):
+    """XLA_FLAGS is XLA's default for every compile, JAX's included: ftrans's own default for an option the
+    user set there steps aside (else ftrans would compile at another level than the user asked for)."""
+    from ftrans.lowering import executable as X
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=3")
+    X.options_in_xla_flags.cache_clear()
+    try:
+        assert X.options_in_xla_flags() == {"xla_force_host_platform_device_count", "xla_backend_optimization_level"}
+        assert X.with_default_options((), "cpu") == ()
+        assert X.with_default_options((("xla_llvm_disable_expensive_passes", True),), "cpu") == (
+            ("xla_llvm_disable_expensive_passes", True),)
+        monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+        X.options_in_xla_flags.cache_clear()
+        assert X.with_default_options((), "cpu") == X.DEFAULT_COMPILER_OPTIONS["cpu"]
+    finally:
+        monkeypatch.undo()
+        X.options_in_xla_flags.cache_clear()
 
 
 def test_ynnpack_fusions_off_per_jit_is_its_own_executable(monkeypatch):

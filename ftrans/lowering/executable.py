@@ -13,7 +13,9 @@ sits behind it.  The per-function cache keyed by argument signatures lives with
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import threading
 import time
 import weakref
@@ -199,11 +201,28 @@ def log_compile_step(msg: str, *args: Any) -> None:
 DEFAULT_COMPILER_OPTIONS: dict[str, tuple] = {"cpu": (("xla_backend_optimization_level", 1),)}
 
 
+@functools.cache
+def options_in_xla_flags() -> frozenset:
+    """The XLA options the ``XLA_FLAGS`` environment variable sets (``--xla_backend_optimization_level=3``
+    gives ``xla_backend_optimization_level``). They are XLA's defaults for every compile in the process, as
+    JAX's programs get them, so ftrans's own defaults step aside for them. Read once: XLA reads the variable
+    when its first backend starts."""
+    names = set()
+    for tok in os.environ.get("XLA_FLAGS", "").split():
+        if tok.startswith("--"):
+            names.add(tok[2:].split("=", 1)[0])
+    return frozenset(names)
+
+
 def with_default_options(options: tuple, platform: str) -> tuple:
-    """``options`` (sorted ``(name, value)`` pairs) plus the platform's defaults they do not name."""
+    """``options`` (sorted ``(name, value)`` pairs) plus the platform's defaults that neither they nor the
+    user's ``XLA_FLAGS`` name."""
     defaults = DEFAULT_COMPILER_OPTIONS.get(platform, ())
     if not defaults:
         return options
+    in_env = options_in_xla_flags()
+    if in_env:
+        defaults = tuple(kv for kv in defaults if kv[0] not in in_env)
     named = {k for k, _ in options}
     extra = tuple(kv for kv in defaults if kv[0] not in named)
     return tuple(sorted(options + extra)) if extra else options
