@@ -37,6 +37,7 @@ SKIP = {
     "eig": "eigenvector derivatives are not implemented (as in JAX); eigenvalue gradients are checked in test_linalg",
     "pure_callback": "not differentiable (as in JAX: its JVP raises); checked in test_pure_io_callbacks",
     "io_callback": "not differentiable (as in JAX: its JVP raises); checked in test_pure_io_callbacks",
+    "buffer_callback": "not differentiable (as in JAX: its JVP raises); checked in test_buffer_callback",
     "ffi_call": "not differentiable (as in JAX: its JVP raises); its sample is a float32 LAPACK target",
 }
 

@@ -605,3 +605,19 @@ def test_library_function_tangent_weak_type_as_jax(name, fn):
     type, as do outer differentiation levels."""
     j, f = _typeof_both(fn)
     assert f == j, name
+
+
+def test_library_functions_on_an_outer_weak_tangent_inside_a_jit_as_jax():
+    """A jnp function in a jitted body closing over a value an outer jvp/jacfwd differentiates (a weak
+    Python-float primal): the tangent's retyping must not be staged into the body (it escaped the jit's
+    trace: UnexpectedTracerError; found by tests/test_ode.py::test_errors)."""
+    def run(lib, np_):
+        f = lambda k: lib.jit(lambda y: np_.abs(k * y) + np_.sign(k) * np_.sin(k))(2.0)  # noqa: E731
+        jac = lib.jacfwd(f)(3.0)
+        p, t = lib.jvp(f, (3.0,), (1.0,))
+        return [np.asarray(jac), np.asarray(p), np.asarray(t)], [lib.typeof(t).weak_type, lib.typeof(jac).weak_type]
+
+    (fv, fw), (jv, jw) = run(ftrans, jnp), run(jax, jjnp)
+    for a, b in zip(fv, jv):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert fw == jw

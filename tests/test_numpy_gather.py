@@ -337,7 +337,10 @@ def test_bad_mode_and_index_dtype() -> None:
         ng.gather(X, idx.astype(np.float32), GDN((1,), (0,), (0,)), (1, 4), "clip")
     with pytest.raises(ValueError):
         ng.scatter(X, idx, np.zeros((1, 4), np.float32), SDN((1,), (0,), (0,)),
-                   "sub", "clip")
+                   "div", "clip")
+    # "sub" is a combiner since scatter_sub became a primitive (as in JAX)
+    got = ng.scatter(X, idx, np.ones((1, 4), np.float32), SDN((1,), (0,), (0,)), "sub", "clip")
+    np.testing.assert_array_equal(np.asarray(got)[1], np.asarray(X)[1] - 1)
 
 
 # --------------------------------------------------------------------------

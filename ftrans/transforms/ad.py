@@ -293,7 +293,8 @@ def tangents_as_primals(args: Sequence[Any]) -> Sequence[Any]:
     given a weakly typed tangent: what JAX's jitted library functions see inside (``jvp`` of a jitted function
     types each tangent as its primal). ``args`` itself when there is none (the usual case).
 
-    Only at the innermost level of a nested differentiation whose primal is not itself being differentiated:
+    Only at the innermost level of a nested differentiation whose primal is not itself being differentiated,
+    and not from inside a staging context opened within it:
     under an outer ``grad``/``jvp`` the tangent keeps its own type (there JAX's result depends on how its jitted
     function is linearized in turn, which ftrans's inlined library functions do not reproduce)."""
     out = None
@@ -302,6 +303,10 @@ def tangents_as_primals(args: Sequence[Any]) -> Sequence[Any]:
             continue
         t = a.tangent
         if type(t) is Zero or type(a.primal) is JVPTracer:
+            continue
+        if _trace_state.dynamic.level > a._trace.main.level:
+            # a staging context (a jit's body) opened inside this differentiation: the conversion would be
+            # staged there and its result would escape with this outer tracer; the body's own JVP types it
             continue
         pa = aval_of(a.primal)
         if not pa.weak_type:
