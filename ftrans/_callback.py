@@ -206,22 +206,25 @@ def debug_log(fmt: str | None = None, *args: Any, ordered: bool = False, partiti
                        _use_logging=True, **kwargs)
 
 
-def _result_avals(result_shape_dtypes: Any, what: str) -> tuple[list, Any]:
+def _result_avals(result_shape_dtypes: Any, what: str, *, allow_64_bit: bool = False,
+                  error: type = FtransTypeError) -> tuple[list, Any]:
+    """The declared results' types; ``allow_64_bit``: 64-bit types kept without x64 (``buffer_callback``, as
+    JAX's); ``error``: the exception class for a leaf without ``shape``/``dtype``."""
     leaves, tree = tree_util.tree_flatten(result_shape_dtypes)
     avals = []
     for leaf in leaves:
         shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
         if shape is None or dtype is None:
-            raise FtransTypeError(
+            raise error(
                 f"{what}: result_shape_dtypes must be a pytree of values with .shape and .dtype (for example "
                 f"ShapeDtypeStruct), got a leaf of type {type(leaf).__name__}")
         dt = np.dtype(dtype)
-        if dtypes.canonicalize(dt) != dt:
+        if not allow_64_bit and dtypes.canonicalize(dt) != dt:
             raise FtransValueError(
                 f"{what}: result_shape_dtypes cannot specify 64-bit types when `jax_enable_x64` is disabled (got "
                 f"{dt}); declare {dtypes.canonicalize(dt)} (a 64-bit result the callback returns is converted), "
                 "or enable x64")
-        avals.append(ShapedArray(tuple(shape), dt, False))
+        avals.append(ShapedArray(tuple(int(d) for d in shape), dt, False))
     return avals, tree
 
 

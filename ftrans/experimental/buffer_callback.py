@@ -15,10 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
+from ftrans._callback import _result_avals
 from ftrans.core import pytrees as tree_util
-from ftrans.core.avals import ShapedArray
 from ftrans.core.operands import as_operand
 from ftrans.core.prims.buffer_callback import BufferCallback as _BufferCallback
 from ftrans.core.prims.buffer_callback import ExecutionContext, buffer_callback_p
@@ -37,19 +35,6 @@ Buffer, ExecutionStage = _compat.buffer_callback_types()
 class ResultShapeDtypeError(FtransTypeError, AttributeError):
     """A leaf of ``result_shape_dtypes`` without ``shape``/``dtype``: a ``TypeError``, and an
     ``AttributeError`` as JAX's (which reads the missing attribute)."""
-
-
-def _result_avals(result_shape_dtypes: Any) -> tuple[tuple, Any]:
-    leaves, tree = tree_util.tree_flatten(result_shape_dtypes)
-    avals = []
-    for leaf in leaves:
-        shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
-        if shape is None or dtype is None:
-            raise ResultShapeDtypeError(
-                f"buffer_callback: result_shape_dtypes must be a pytree of values with .shape and .dtype (for "
-                f"example ShapeDtypeStruct), got a leaf of type {type(leaf).__name__}")
-        avals.append(ShapedArray(tuple(int(d) for d in shape), np.dtype(dtype), False))
-    return tuple(avals), tree
 
 
 def buffer_callback(callback: Callable[..., None], result_shape_dtypes: object, *, has_side_effect: bool = False,
@@ -78,7 +63,9 @@ def buffer_callback(callback: Callable[..., None], result_shape_dtypes: object, 
     Returns:
       A function of arrays (and pytrees of them) returning the results in ``result_shape_dtypes``'s structure.
     """
-    result_avals, out_tree = _result_avals(result_shape_dtypes)
+    result_avals, out_tree = _result_avals(result_shape_dtypes, "buffer_callback", allow_64_bit=True,
+                                           error=ResultShapeDtypeError)
+    result_avals = tuple(result_avals)
     cb = _BufferCallback(callback, user_location())
 
     def wrapped_callback(*args: Any, **kwargs: Any) -> Any:
