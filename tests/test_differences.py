@@ -16,6 +16,7 @@ import ftrans
 import ftrans.lax as flax
 import ftrans.numpy as fnp
 from ftrans import errors
+from tests.backend_util import host_oracle
 
 X = np.arange(5, dtype=np.float32)
 
@@ -833,6 +834,13 @@ def test_buffer_callback_exception_keeps_its_type():
     def fail(ctx, out, x):
         raise KeyError("Ooops")
 
+    # (on the CPU device: a GPU's buffers reach the callback as device memory, and jax reports a failed GPU
+    # callback later, at another call)
+    with host_oracle():
+        _buffer_callback_errors(jbc, fbc, fail)
+
+
+def _buffer_callback_errors(jbc, fbc, fail):
     with pytest.raises(RuntimeError, match="Ooops") as e:
         jax.jit(jbc.buffer_callback(fail, jax.ShapeDtypeStruct((), np.float32)))(1.0).block_until_ready()
     assert not isinstance(e.value, KeyError)
@@ -1245,6 +1253,7 @@ def test_roofline_random_split_of_raw_keys():
     assert froof.roofline(lambda k: ftrans.random.split(k)[0])(ftrans.random.PRNGKey(0))[1].unfused_flops > 0
 
 
+@_needs_devices
 def test_roofline_collective_axes():
     jroof = _jax_roofline()
     from ftrans.experimental import roofline as froof

@@ -223,6 +223,7 @@ def test_pmap_jaxpr_layout_differs_from_jax_as_documented():
     assert str(inner.source_info.name_stack) == "bar"
 
 
+@pytest.mark.needs_devices(2)
 @pytest.mark.parametrize("op", ["set", "add", "multiply", "divide"])
 def test_scatter_out_sharding_program_replays_under_checkify(op):
     """``x.at[idx].op(v, out_sharding=)`` under an Explicit mesh stages as JAX's (the scatter over Auto axes,

@@ -163,6 +163,7 @@ def test_key_arrays_are_arrays():
     assert not isinstance(fr.key(0).dtype, ftrans.Array) and not issubclass(type(fr.key(0).dtype), ftrans.Array)
 
 
+@pytest.mark.needs_devices(2)
 def test_key_array_buffer_attributes():
     seeds = np.arange(10, dtype=np.uint32)
     k, jk = ftrans.vmap(fr.key)(jnp.asarray(seeds)), jax.vmap(jr.key)(seeds)
@@ -187,6 +188,7 @@ def test_key_array_buffer_attributes():
     assert [s.index for s in r.global_shards] == [s.index for s in jrep.global_shards]
 
 
+@pytest.mark.needs_devices(2)
 def test_global_key_arrays_from_blocks():
     n = 2
     # make_array_from_callback / _single_device_arrays / _process_local_data with typed keys: the keys laid

@@ -785,7 +785,9 @@ def _check_one(prim, operands, params) -> bool:
 REGISTERED_SAMPLES = sorted(n for n in SAMPLES if n in P.registry)
 # Samples that need more of the machine than one GPU (tests/backend_util.py).
 _MACHINE_MARKS = {"pmap": pytest.mark.needs_devices(2),
-                  "ffi_call": pytest.mark.cpu_only("the sample calls LAPACK's geqrf FFI target by name")}
+                  "ffi_call": pytest.mark.cpu_only("the sample calls LAPACK's geqrf FFI target by name"),
+                  "buffer_callback": pytest.mark.cpu_only("the sample's callback reads its buffers with NumPy "
+                                                          "(jaxlib's Buffer.__array__ is the CPU's only)")}
 _SAMPLE_PARAMS = [pytest.param(n, marks=_MACHINE_MARKS.get(n, ())) for n in REGISTERED_SAMPLES]
 
 

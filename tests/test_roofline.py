@@ -241,11 +241,13 @@ def _sharded(make_body, specs, out_specs, *, dtype=np.float32, shape=(2, 2, 2), 
     return same(make)
 
 
+@pytest.mark.needs_devices(8)
 def test_matmul_psum():
     _sharded(lambda L: lambda a, b: L.lax.psum(a @ b, ("x", "y")), [("z", ("x", "y")), (("x", "y"), None)],
              lambda L: L.P("z", None))
 
 
+@pytest.mark.needs_devices(8)
 def test_collective_matmul_int8():
     def body(L):
         def f(a, b, c):
@@ -257,12 +259,14 @@ def test_collective_matmul_int8():
     _sharded(body, [(None, "x"), (None, "x"), ("x", None)], lambda L: L.P(None, "x"), dtype=np.int8)
 
 
+@pytest.mark.needs_devices(8)
 def test_scalar_collectives():
     def body(L):
         return lambda a, b: (L.lax.pmin(a, ("x", "y")), L.lax.pmax(b, "z"))
     _sharded(body, [("z", ("x", "y")), (("x", "y"), "z")], lambda L: (L.P("z", None), L.P(("x", "y"), None)))
 
 
+@pytest.mark.needs_devices(8)
 def test_ppermute():
     def body(L):
         def f(a, b):
@@ -273,11 +277,13 @@ def test_ppermute():
     _sharded(body, specs, lambda L: (L.P(*specs[0]), L.P(*specs[1])))
 
 
+@pytest.mark.needs_devices(8)
 def test_all_to_all_one_axis():
     _sharded(lambda L: lambda b: L.lax.all_to_all(b, "z", split_axis=0, concat_axis=1, tiled=True),
              [(("x", "y"), "z")], lambda L: L.P(("x", "y", "z"), None))
 
 
+@pytest.mark.needs_devices(8)
 def test_one_sized_axis_collectives_cost_nothing():
     def body(L):
         def f(a):
@@ -290,6 +296,7 @@ def test_one_sized_axis_collectives_cost_nothing():
     _sharded(body, [("x",)], lambda L: L.P("x"), shape=(1, 2, 4))
 
 
+@pytest.mark.needs_devices(8)
 def test_roofline_and_grad_matmuls():
     def body(L):
         return lambda a, b: L.lax.all_gather(a, "x", axis=1, tiled=True) @ b
@@ -369,6 +376,7 @@ def test_primitive_without_rule_contributes_nothing(caplog):
     assert "No roofline rule for roofline_test_no_rule" in caplog.text
 
 
+@pytest.mark.needs_devices(8)
 def test_bad_input():
     with pytest.raises(TypeError, match="callable"):
         froof.roofline(5)
@@ -410,6 +418,7 @@ def test_typed_keys_ordered_callbacks_and_vmap():
     same(lambda L: (L.roof.roofline(lambda x: L.ft.vmap(lambda v: L.np.sin(v) @ v)(x)), (L.np.ones((2, 3, 3)),)))
 
 
+@pytest.mark.needs_devices(8)
 def test_all_gather_records_a_tuple_of_names_and_remat_policies_see_it():
     # JAX's all_gather records axis_name=('x',); a checkpoint policy comparing it with "x" does not match, so the
     # gathered value is recomputed in the backward pass on both (the figures of JAX's test_remat).

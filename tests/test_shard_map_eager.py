@@ -150,6 +150,7 @@ def test_transforms_inside_an_eager_body_match_jax(case):
     np.testing.assert_allclose(ft, jx, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.needs_devices(8)
 def test_eager_results_keep_the_out_specs_layout():
     mesh = _mesh(ftrans, (2, 4), ("x", "y"))
     out = ftrans.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x"),
@@ -179,6 +180,7 @@ def _err(fn):
     ("explicit", "in_specs passed to shard_map: P('x', 'y') does not match the specs of the input: P(None, None)"),
     ("nondiv", "which maps array axis 0 (of size 3) to mesh axis 'x' (of size 2), but 2 does not evenly divide 3"),
 ])
+@pytest.mark.needs_devices(4)
 def test_spec_errors_say_what_jax_says(case, phrase):
     def run(lib, jnp, P_):
         mesh = _mesh(lib, (2, 2), ("x", "y"))
@@ -217,6 +219,7 @@ def test_spec_errors_say_what_jax_says(case, phrase):
     assert phrase in jmsg and phrase in fmsg, (fmsg, jmsg)
 
 
+@pytest.mark.needs_devices(4)
 def test_shard_map_over_an_abstract_mesh_takes_the_arguments_devices():
     res = []
     for lib, jnp, P_ in (_libs("ftrans"), _libs("jax")):
@@ -245,6 +248,7 @@ def test_shard_map_over_an_abstract_mesh_takes_the_arguments_devices():
     assert "does not match the mesh shape passed to shard_map" in je2[1]
 
 
+@pytest.mark.needs_devices(4)
 def test_eager_body_leaves_no_tracer_behind():
     mesh = _mesh(ftrans, (4,), ("i",))
     with ftrans.checking_leaks():
@@ -253,6 +257,7 @@ def test_eager_body_leaves_no_tracer_behind():
     np.testing.assert_allclose(np.asarray(out), np.sin(np.arange(8.0)) * np.repeat(np.arange(4), 2), rtol=1e-6)
 
 
+@pytest.mark.needs_devices(8)
 def test_custom_derivatives_random_and_control_flow_in_an_eager_body_match_jax():
     def run(lib, jnp, P_):
         mesh = _mesh(lib, (2, 4), ("x", "y"))
@@ -281,6 +286,7 @@ def test_custom_derivatives_random_and_control_flow_in_an_eager_body_match_jax()
     np.testing.assert_allclose(fn, jn, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.needs_devices(8)
 def test_get_abstract_mesh_in_a_body_types_the_manual_axes_manual():
     def run(lib, jnp, P_):
         mesh = _mesh(lib, (2, 2, 2), ("x", "y", "z"))
@@ -306,6 +312,7 @@ def test_get_abstract_mesh_in_a_body_types_the_manual_axes_manual():
     assert ft == jx
 
 
+@pytest.mark.needs_devices(4)
 @pytest.mark.parametrize("spmd", ["y", ("x", "y")])
 def test_shard_map_equation_carries_jaxs_in_and_out_specs(spmd):
     def run(lib, jnp, P_):
@@ -320,6 +327,7 @@ def test_shard_map_equation_carries_jaxs_in_and_out_specs(spmd):
     assert ft == jx
 
 
+@pytest.mark.needs_devices(2)
 def test_inferred_in_specs_need_explicit_axes():
     def run(lib, jnp, P_):
         AT = lib.sharding.AxisType
@@ -342,6 +350,7 @@ def test_inferred_in_specs_need_explicit_axes():
     assert ft == jx and ft[:3] == [True, True, True]
 
 
+@pytest.mark.needs_devices(2)
 def test_ref_made_in_an_eager_body_raises_as_jax():
     """A ref made in a body run device by device raises JAX's ValueError; under jit (the body's or the
     shard_map's) it works, and refs passed in as arguments still do."""
@@ -370,6 +379,7 @@ def test_ref_made_in_an_eager_body_raises_as_jax():
 
 @pytest.mark.parametrize("out_spec,axis_name,aval_spec", [
     (("x", None), "x", (None, "y")), ((None, "y"), "y", ("x", None))])
+@pytest.mark.needs_devices(4)
 def test_partially_manual_body_over_explicit_axes_is_typed_called_eagerly(out_spec, axis_name, aval_spec):
     """A partially manual shard_map over Explicit axes called outside jit: the body's values are typed over
     the axes left automatic, as JAX's, and the result's layout is the jitted call's."""

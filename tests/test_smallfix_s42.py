@@ -158,6 +158,7 @@ def test_compiled_call_deletes_donated_inputs_as_jax():
     assert fdel == jdel == [True, False]
 
 
+@pytest.mark.needs_devices(2)
 def test_sharded_jit_closing_over_a_ref_lowers_and_donates():
     """``jit(f, in_shardings=..., donate_argnums=0).lower(x).compile()`` of a function closing over a ref:
     lowered as its twin (it had raised an internal NeedsRef), donating x, as JAX."""
@@ -243,6 +244,7 @@ def test_shard_map_result_sharding_with_size_one_axes_like_jax(mesh_shape, types
             np.testing.assert_array_equal(got[2], want[2])
 
 
+@pytest.mark.needs_devices(2)
 @pytest.mark.parametrize("types", ["Explicit", "Auto"])
 @pytest.mark.parametrize("mesh_shape", [(2, 1), (1, 2)])
 def test_partially_manual_eager_shard_map_result_sharding_like_jax(mesh_shape, types, how="context"):

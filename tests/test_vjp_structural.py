@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jjnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import ftrans
@@ -594,6 +594,12 @@ def test_gather_scatter_out_of_bounds_transpose(seed, n, k, get_mode, set_mode, 
     rng = np.random.default_rng(seed)
     idx = rng.integers(-n - 2, n + 3, size=k).astype(np.int32)
     x, u = rng.normal(size=(n, 2)).astype(np.float32), rng.normal(size=(k, 2)).astype(np.float32)
+    if op == "set" and not on_cpu():
+        # Which of two writes to one place wins is XLA's choice on a GPU (JAX: implementation-defined), and
+        # ftrans's program and jax's may choose differently: compare only writes to distinct places there.
+        norm = np.where(idx < 0, idx + n, idx)
+        placed = np.clip(norm, 0, n - 1) if set_mode == "clip" else norm[(norm >= 0) & (norm < n)]
+        assume(len(set(placed.tolist())) == len(placed))
 
     def make(np_, lx, d):
         def f(a, b):

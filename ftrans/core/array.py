@@ -244,11 +244,12 @@ class Array(ArrayMixin):
         return self._value.__index__()
 
     def __len__(self) -> int:
-        if self._value.ndim == 0:
+        shape = self.shape  # (a device array's from its type: no fetch to the host)
+        if not shape:
             from ftrans.errors import FtransTypeError
 
             raise FtransTypeError("len() of unsized object (a 0-d array)")
-        return self._value.shape[0]
+        return shape[0]
 
     def __iter__(self):
         if self._value.ndim == 0:
@@ -426,19 +427,22 @@ class _LazyHostArray(Array):
             raise AttributeError(_NO_CUDA_INTERFACE if name == "__cuda_array_interface__" else name)
         buf = self._device_buffer()
         if buf.is_deleted():
-            from ftrans.errors import DeletedArrayError
-
-            raise DeletedArrayError(
-                f"Array has been deleted with shape={self._aval.dtype.name}[{','.join(map(str, self._aval.shape))}]: "
-                f"it was {self._deleted_how}, and its "
-                "buffer may have been reused; use the outputs of the call it was donated to instead, or stop "
-                "donating it"
-            )
+            raise self._deleted_error()
         v = np.asarray(buf)
         if v.flags.writeable:
             v.flags.writeable = False
         self._value = v
         return v
+
+    def _deleted_error(self) -> Exception:
+        from ftrans.errors import DeletedArrayError
+
+        return DeletedArrayError(
+            f"Array has been deleted with shape={self._aval.dtype.name}[{','.join(map(str, self._aval.shape))}]: "
+            f"it was {self._deleted_how}, and its "
+            "buffer may have been reused; use the outputs of the call it was donated to instead, or stop "
+            "donating it"
+        )
 
     @property
     def aval(self) -> ShapedArray:
@@ -544,7 +548,12 @@ class DeviceArray(_LazyHostArray):
 
     @property
     def device(self):
-        return next(iter(self._buf.devices()))
+        try:
+            return next(iter(self._buf.devices()))
+        except RuntimeError:  # (the runtime's error for a deleted buffer: ftrans's, which says why it was)
+            if self._buf.is_deleted():
+                raise self._deleted_error() from None
+            raise
 
     def copy_to_host_async(self) -> None:
         self._buf.copy_to_host_async()
@@ -817,6 +826,13 @@ def _narrow_loops_agree(wide: Any, impl: Any) -> bool:
     except Exception:  # no loop, or one that fails: the operator keeps the wrapper
         return False
     return True
+
+
+def stays_on_device(x: DeviceArray) -> bool:
+    """Whether operations on a device array run where its buffer is: it is committed to its device, or its
+    buffer is an accelerator's memory (a jit output on a GPU), which the host would have to copy and wait for.
+    (Else it is an uncommitted CPU buffer, which NumPy reads in place.)"""
+    return x._committed or x.device.platform != "cpu"
 
 
 def _host_memory(x: Any) -> bool:

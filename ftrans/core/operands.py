@@ -18,7 +18,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
+from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array, stays_on_device
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.keys import PRNGKeyArray, reject_keys
@@ -87,9 +87,9 @@ def dtype_weak(x: Any) -> tuple[np.dtype, bool]:
         return dtypes.bool_, False
     if t in (int, float, complex):
         return dtypes.python_scalar_dtype(x), True
-    if t is ShardedArray:  # its type, without fetching the blocks (unreduced ones have no global value)
-        return x._aval.dtype, x.weak_type
-    if isinstance(x, Array):
+    if t is DeviceArray or t is ShardedArray:  # its type, without fetching the buffer (or the blocks: an
+        return x._aval.dtype, x.weak_type   # unreduced array's partial sums have no global value) to the host
+    if isinstance(x, Array):  # (a string array's ``_value`` raises JAX's "not a valid JAX type")
         return x._value.dtype, x.weak_type
     if isinstance(x, (np.ndarray, np.generic)):
         return dtypes.canonicalize(x.dtype), False
@@ -194,8 +194,9 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
                 arr = arr.astype(dtype)
         return Array._make(arr, weak)
     if isinstance(x, Array):
-        # Pinned to its device (or spread over several): the operation runs there, not on the host.
-        if x._committed and (type(x) is DeviceArray or type(x) is ShardedArray):
+        # Pinned to its device (or spread over several), or held in an accelerator's memory (a jit output on a
+        # GPU): the operation runs there, not on a copy fetched to the host.
+        if type(x) is DeviceArray and stays_on_device(x) or type(x) is ShardedArray and x._committed:
             return x if x.dtype == dtype else S.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=weak)
         return convert(Array._new(x._value, x.weak_type), dtype, weak)
     f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__

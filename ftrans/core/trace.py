@@ -28,6 +28,7 @@ from ftrans.core import sharding as _sharding_mod
 from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core import traceback_util as _traceback_util
 from ftrans.core.array import Array, from_foreign
+from ftrans.core.array import DeviceArray as _DeviceArray
 from ftrans.core.array import ShardedArray as _ShardedArray
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
@@ -1257,6 +1258,15 @@ class DynamicJaxprTrace(Trace):
                 builder.typed = True
                 return self._valueless_const(builder, aval, val)
         if isinstance(val, Array):
+            if type(val) is _DeviceArray and val._aval.shape and val.device.platform != "cpu":
+                # an accelerator's array: a constant by its type alone (its value stays in device memory)
+                aval = ShapedArray(val._aval.shape, val._aval.dtype, val.weak_type)
+                v = Var(aval)
+                t = StagingTracer(self, aval, v)
+                builder.const_tracers[id(val)] = t
+                builder.keepalive.append(val)
+                builder.const_vals.append((v, val))
+                return t
             arr, weak = val._value, val.weak_type
         elif isinstance(val, (np.ndarray, np.generic)):
             arr, weak = np.asarray(val), False

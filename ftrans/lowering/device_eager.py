@@ -27,6 +27,8 @@ from ftrans.core.array import Array, DeviceArray, ShardedArray, device_key
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from ftrans.core.primitive import Primitive, abstract_eval_rules
+from ftrans.core.prims import _base as _prims_base
+from ftrans.core.prims import structural as _structural
 from ftrans.devices import on_new_backend
 from ftrans.errors import FtransValueError
 from ftrans.lowering.executable import Executable
@@ -80,14 +82,42 @@ def dispatch(prim: Primitive, args: Any, params: dict) -> Any:
         dev = on_accelerator(args)
         if dev is None or prim.name in _HOST_ONLY:
             return NotImplemented
+        if prim.name in _ELEMENTWISE and len(args) > 1:
+            args = broadcast_like_numpy(args)
         return apply(prim, args, params, dev)
     if prim.name in _HOST_ONLY:
         return NotImplemented
+    if prim.name in _ELEMENTWISE and len(args) > 1:
+        args = broadcast_like_numpy(args)
     res = apply(prim, args, params, dev)
     for r in (res if prim.multiple_results else (res,)):
         if type(r) is DeviceArray:
             r._commit = True
     return res
+
+
+_ELEMENTWISE = _prims_base.ELEMENTWISE
+
+
+def broadcast_like_numpy(args: Any) -> Any:
+    """The operands of an elementwise primitive broadcast to one shape, as its NumPy rule would take them.
+
+    Eager jnp functions hand such primitives operands of different shapes (the host rule broadcasts them
+    for free); the one-primitive program is typed strictly, so the broadcast is made here, on the device.
+    Rank-0 operands stay as they are (the primitives take them)."""
+    shapes = [np.shape(a) if not isinstance(a, Array) else a.shape for a in args]
+    nonscalar = [s for s in shapes if s]
+    if all(s == nonscalar[0] for s in nonscalar):
+        return args
+    target = np.broadcast_shapes(*nonscalar)  # (incompatible shapes: NumPy's ValueError, as the host rule's)
+    out = []
+    for a, s in zip(args, shapes):
+        if s and s != target:
+            lead = len(target) - len(s)
+            a = _structural.broadcast_in_dim_p.bind(a, shape=target,
+                                                    broadcast_dimensions=tuple(range(lead, len(target))))
+        out.append(a)
+    return type(args)(out) if isinstance(args, tuple) else out
 
 
 def committed_device(args: Any, what: str) -> Any:

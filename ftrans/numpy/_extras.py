@@ -611,9 +611,10 @@ def sinc(x: Any, /) -> Any:
     check_arraylike("sinc", x)
     (x,) = _inexact("sinc", x)
     pix = jnp.multiply(x, np.pi)
-    # Zero where ``pi x`` is: the same as ``x == 0`` on the CPU, and also a subnormal ``x`` on a GPU, whose
-    # product flushes to zero there (else ``sin(0)/0``'s derivative is NaN; JAX's gives the limit).
-    zero = jnp.equal(pix, jnp.zeros_like(x))
+    # The series where ``pi x`` is zero or subnormal: a GPU flushes subnormals to zero, in some of a
+    # program's fused kernels and not others, so ``sin(t)/t`` there could be ``sin(0)/0`` (NaN, and NaN
+    # derivatives) where the test said ``t != 0``.  Below the smallest normal number the series is exact.
+    zero = jnp.less(jnp.abs(pix), jnp.full_like(pix, dtypes.finfo(pix.dtype).tiny))
     safe = jnp.where(zero, jnp.ones_like(x), pix)
     return jnp.where(zero, _sinc_taylor(0, pix), jnp.divide(jnp.sin(safe), safe))
 

@@ -33,7 +33,7 @@ import numpy as np
 from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray
+from ftrans.core.array import Array, DeviceArray, stays_on_device
 from ftrans.core.config import trace_mode_on
 from ftrans.core.operands import (
     as_operand,
@@ -81,7 +81,11 @@ def _const(value: Any, dtype: np.dtype) -> Array:
 
 def _is_host(x: Any) -> bool:
     """Concrete index data we may inspect with NumPy (index bookkeeping, like jax's np.where)."""
-    return isinstance(x, np.ndarray) or (isinstance(x, Array))
+    if isinstance(x, np.ndarray):
+        return True
+    # (not a device array whose operations run on its device, such as an accelerator's buffer, which reading
+    # would copy to the host and wait for: it indexes with device operations, as a traced index does)
+    return isinstance(x, Array) and not (type(x) is DeviceArray and stays_on_device(x))
 
 
 def _host_value(x: Any) -> np.ndarray:

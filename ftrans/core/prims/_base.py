@@ -87,8 +87,15 @@ def class_name(allowed: frozenset) -> str:
     return _CLASS_NAMES.get(allowed, "/".join(sorted(d.name for d in allowed)))
 
 
+# Names of the primitives typed by ``elementwise_shape``: their NumPy rules broadcast like NumPy, and eager
+# jnp calls lean on that (``broadcast_operands`` skips the broadcast on the host), so the device backend
+# broadcasts such operands itself before it types the one-primitive program (lowering/device_eager.py).
+ELEMENTWISE: set[str] = set()
+
+
 def elementwise_shape(prim_name: str):
     """Operands must share one shape; rank-0 operands broadcast (as XLA's scalars do)."""
+    ELEMENTWISE.add(prim_name)
 
     def rule(*avals: ShapedArray, **params: Any) -> tuple[int, ...]:
         shape = None

@@ -1,0 +1,159 @@
+"""Eager operations on arrays held in device memory stay there: typed without a copy to the host, broadcast on
+the device, and placed as JAX places them.
+
+On a GPU every jit output is such an array, and an eager operation that read its value to learn its dtype or
+to index with it copied the whole buffer to the host (and waited for it) on every call; an elementwise
+operation between a matrix and a vector pinned to one device raised, because the device's one-primitive
+programs are typed strictly while jnp left the broadcast to the host's NumPy rules.  On the CPU the same
+paths are taken by arrays committed to a device (``device_put(x, device)``), which is what these tests use;
+a GPU run (``benchmarks/gpu_session.sh``) takes them with uncommitted jit outputs too.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fnp
+from ftrans import lax as flax
+from ftrans import nn as fnn
+from ftrans.core import array as array_mod
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal((8, 8)).astype(np.float32)
+B = RNG.standard_normal((8, 8)).astype(np.float32)
+V = RNG.standard_normal((8,)).astype(np.float32)
+IDX = np.array([1, -3, 5], np.int32)
+
+# name -> f(lib, nn, x, y, v, i): the same program for ftrans and jax; x, y (8, 8), v (8,), i int32 (3,)
+OPS = {
+    "x + v": lambda m, nn, x, y, v, i: x + v,
+    "v * x": lambda m, nn, x, y, v, i: v * x,
+    "x - v[:, None]": lambda m, nn, x, y, v, i: x - v[:, None],
+    "x @ y": lambda m, nn, x, y, v, i: x @ y,
+    "x @ v": lambda m, nn, x, y, v, i: x @ v,
+    "einsum": lambda m, nn, x, y, v, i: m.einsum("ij,jk->ik", x, y),
+    "tanh": lambda m, nn, x, y, v, i: m.tanh(x),
+    "sum": lambda m, nn, x, y, v, i: m.sum(x),
+    "mean axis": lambda m, nn, x, y, v, i: m.mean(x, axis=0),
+    "var": lambda m, nn, x, y, v, i: m.var(x, axis=1),
+    "max": lambda m, nn, x, y, v, i: m.max(x, axis=1),
+    "argmax": lambda m, nn, x, y, v, i: m.argmax(x, axis=1),
+    "softmax": lambda m, nn, x, y, v, i: nn.softmax(x),
+    "log_softmax": lambda m, nn, x, y, v, i: nn.log_softmax(x),
+    "logsumexp": lambda m, nn, x, y, v, i: nn.logsumexp(x, axis=-1),
+    "relu": lambda m, nn, x, y, v, i: nn.relu(x),
+    "where": lambda m, nn, x, y, v, i: m.where(x > 0, x, v),
+    "clip": lambda m, nn, x, y, v, i: m.clip(x, -0.5, 0.5),
+    "outer": lambda m, nn, x, y, v, i: m.outer(v, v),
+    "x[i]": lambda m, nn, x, y, v, i: x[i],
+    "x[:, i]": lambda m, nn, x, y, v, i: x[:, i],
+    "take": lambda m, nn, x, y, v, i: m.take(x, i, axis=0),
+    "at[i].set": lambda m, nn, x, y, v, i: x.at[i].set(0.0),
+    "at[i].add": lambda m, nn, x, y, v, i: x.at[i].add(v),
+    "one_hot": lambda m, nn, x, y, v, i: nn.one_hot(i, 8),
+    "concatenate": lambda m, nn, x, y, v, i: m.concatenate([x, y]),
+    "stack": lambda m, nn, x, y, v, i: m.stack([x, y]),
+    "zeros_like": lambda m, nn, x, y, v, i: m.zeros_like(x),
+    "full_like": lambda m, nn, x, y, v, i: m.full_like(x, 2.0),
+    "astype": lambda m, nn, x, y, v, i: x.astype(np.float16),
+    "reshape.T": lambda m, nn, x, y, v, i: x.reshape(4, 16).T,
+    "cumsum": lambda m, nn, x, y, v, i: m.cumsum(x, axis=0),
+    "sort": lambda m, nn, x, y, v, i: m.sort(x, axis=1),
+    "norm": lambda m, nn, x, y, v, i: m.linalg.norm(x),
+    "pad": lambda m, nn, x, y, v, i: m.pad(x, 1),
+    "len": lambda m, nn, x, y, v, i: x[: len(x) // 2],
+}
+
+
+def _device():
+    return ftrans.devices()[-1]  # (on the CPU: one of conftest's host devices, not the default one)
+
+
+def _operands(lib_put):
+    return [lib_put(a) for a in (A, B, V, IDX)]
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_operations_on_committed_arrays_match_jax_and_stay_on_the_device(name):
+    dev, jdev = _device(), jax.devices()[-1]
+    op = OPS[name]
+    got = op(fnp, fnn, *_operands(lambda a: ftrans.device_put(a, dev)))
+    want = op(jjnp, jax.nn, *_operands(lambda a: jax.device_put(a, jdev)))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=2e-5, atol=2e-5)
+    assert got.devices() == {dev}  # as JAX's: a result of committed operands stays on their device
+    assert got.committed
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_operations_on_committed_arrays_never_fetch_them(name, monkeypatch):
+    """No operand's buffer, nor an intermediate result's, is copied to the host to type or index it."""
+    fetched = []
+    real = array_mod.DeviceArray.__getattr__
+
+    def spy(self, attr):
+        if attr == "_value":
+            fetched.append(self.shape)
+        return real(self, attr)
+
+    operands = _operands(lambda a: ftrans.device_put(a, _device()))
+    monkeypatch.setattr(array_mod.DeviceArray, "__getattr__", spy)
+    out = OPS[name](fnp, fnn, *operands)
+    ftrans.block_until_ready(out)
+    assert fetched == []
+
+
+def _accelerator_jit_outputs():
+    dev = ftrans.devices()[0]
+    if dev.platform == "cpu":
+        pytest.skip("a jit output on the CPU is host memory, which eager NumPy reads in place")
+    out = ftrans.jit(lambda *a: [-(-x) for x in a])(A, B, V, IDX)
+    assert all(type(o) is array_mod.DeviceArray and not o.committed and o.devices() == {dev} for o in out)
+    return out
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_operations_on_an_accelerators_jit_outputs_stay_there_unfetched(name, monkeypatch):
+    """On a GPU: uncommitted arrays in device memory are operated on there, and the results stay uncommitted."""
+    operands = _accelerator_jit_outputs()
+    fetched = []
+    real = array_mod.DeviceArray.__getattr__
+
+    def spy(self, attr):
+        if attr == "_value":
+            fetched.append(self.shape)
+        return real(self, attr)
+
+    monkeypatch.setattr(array_mod.DeviceArray, "__getattr__", spy)
+    got = OPS[name](fnp, fnn, *operands)
+    ftrans.block_until_ready(got)
+    assert fetched == []
+    monkeypatch.undo()
+    assert got.devices() == {ftrans.devices()[0]} and not got.committed
+    want = OPS[name](jjnp, jax.nn, *(jax.device_put(a) for a in (A, B, V, IDX)))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=5e-3, atol=5e-3)
+
+
+def test_broadcasting_between_committed_arrays_of_incompatible_shapes_is_numpys_error():
+    dev = _device()
+    x, w = ftrans.device_put(A, dev), ftrans.device_put(np.ones(3, np.float32), dev)
+    with pytest.raises(ValueError, match="incompatible shapes for broadcasting"):
+        x + w
+    with pytest.raises(ValueError):
+        flax.add_p.bind(x, w)  # a primitive's own operands: NumPy's broadcast refuses them too
+
+
+def test_a_host_operand_joins_a_committed_one_on_its_device():
+    dev = _device()
+    x = ftrans.device_put(A, dev)
+    r = x + V  # a NumPy vector broadcast against a committed matrix
+    np.testing.assert_allclose(np.asarray(r), A + V, rtol=1e-6)
+    assert r.devices() == {dev} and r.committed
+    r = fnp.asarray(V)[None, :] * x
+    np.testing.assert_allclose(np.asarray(r), V[None, :] * A, rtol=1e-6)
+    assert r.devices() == {dev}
