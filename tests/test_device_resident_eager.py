@@ -157,3 +157,25 @@ def test_a_host_operand_joins_a_committed_one_on_its_device():
     r = fnp.asarray(V)[None, :] * x
     np.testing.assert_allclose(np.asarray(r), V[None, :] * A, rtol=1e-6)
     assert r.devices() == {dev}
+
+
+def test_a_host_scalar_operand_is_copied_to_the_device_once(monkeypatch):
+    """An optimizer's ``lr * g`` makes a new host scalar each step: its device copy is made once per value."""
+    from ftrans.lowering import device_eager
+
+    puts = []
+    real = device_eager.to_buffer
+
+    def spy(x, device):
+        puts.append(np.asarray(x).tolist() if not isinstance(x, array_mod.DeviceArray) else "device")
+        return real(x, device)
+
+    g = ftrans.device_put(A, _device())
+    monkeypatch.setattr(device_eager, "to_buffer", spy)
+    device_eager.clear()
+    outs = [g * 0.125 for _ in range(3)] + [g * -0.0, g * 0.0, g * 0.125]
+    for o in outs[:3] + outs[-1:]:
+        np.testing.assert_array_equal(np.asarray(o), A * np.float32(0.125))
+    for o, c in ((outs[3], -0.0), (outs[4], 0.0)):  # the sign of a zero scalar is kept (two keys)
+        np.testing.assert_array_equal(np.signbit(np.asarray(o)), np.signbit(A * np.float32(c)))
+    assert sorted(p for p in puts if p != "device") == [-0.0, 0.0, 0.125]  # -0.0 and 0.0 are two values

@@ -18,7 +18,14 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array, stays_on_device
+from ftrans.core.array import (
+    Array,
+    DeviceArray,
+    ShardedArray,
+    from_foreign,
+    is_foreign_array,
+    stays_on_device,
+)
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.keys import PRNGKeyArray, reject_keys

@@ -31,7 +31,7 @@ from ftrans.core.prims import _base as _prims_base
 from ftrans.core.prims import structural as _structural
 from ftrans.devices import on_new_backend
 from ftrans.errors import FtransValueError
-from ftrans.lowering.executable import Executable
+from ftrans.lowering.executable import Executable, to_buffer
 
 MAX_PROGRAMS = 1024  # one-primitive programs kept (least recently used dropped first)
 _cache: OrderedDict[tuple, Executable] = OrderedDict()
@@ -122,13 +122,13 @@ def broadcast_like_numpy(args: Any) -> Any:
 
 def committed_device(args: Any, what: str) -> Any:
     """The one device the committed operands among ``args`` live on, or None when none is committed."""
-    dev = None
+    key = None
     for k, a in enumerate(args):
         if type(a) is DeviceArray and a._committed:
-            d = a.device
-            if dev is None:
-                dev, first = d, k
-            elif d != dev:
+            d = a._sig[3]  # (the device's key: comparing keys reads no device object)
+            if key is None:
+                key, first = d, k
+            elif d != key:
                 def one(i: int, x: Any) -> str:  # as JAX's message names each operand
                     return (f"argument args[{i}] of {what} with shape {x.dtype.name}[{','.join(map(str, x.shape))}] "
                             f"and with device ids [{x.device.id}] on platform {x.device.platform.upper()}")
@@ -136,7 +136,7 @@ def committed_device(args: Any, what: str) -> Any:
                 raise FtransValueError(
                     f"Received incompatible devices for jitted computation. Got {one(first, args[first])} and "
                     f"{one(k, a)}; move them to one device with ftrans.device_put first")
-    return dev
+    return None if key is None else args[first].device
 
 
 # Primitives that run Python on the host (the callbacks, and checkify's check, which raises a failed check's
@@ -175,15 +175,27 @@ def freeze(v: Any) -> Any:
     return v
 
 
+def _signature(x: Any) -> Any:
+    """What of an operand keys the program cache: a device array's signature (shape, dtype, weak type and
+    device, noted when it was made), a host array's shape, dtype and weak type, else its abstract value."""
+    t = type(x)
+    if t is DeviceArray:
+        return x._sig
+    if t is Array:
+        v = x._value
+        return (v.shape, v.dtype, x.weak_type)
+    return _aval(x)
+
+
 def apply(prim: Primitive, args: Any, params: dict, device: Any) -> Any:
     """Run ``prim`` on ``device`` through a cached one-primitive executable."""
-    avals = [_aval(a) for a in args]
-    key = (prim, freeze(params), tuple(avals), device_key(device))
+    key = (prim, freeze(params) if params else (), tuple([_signature(a) for a in args]), device_key(device))
     with _lock:
         exe = _cache.get(key)
         if exe is not None:
             _cache.move_to_end(key)
     if exe is None:
+        avals = [_aval(a) for a in args]
         outs = abstract_eval_rules[prim](*avals, **params)
         outs = list(outs) if prim.multiple_results else [outs]
         weak = prim.weak_type_rule(tuple(a.weak_type for a in avals), **params)
@@ -199,8 +211,34 @@ def apply(prim: Primitive, args: Any, params: dict, device: Any) -> Any:
             while len(_cache) > MAX_PROGRAMS:
                 _cache.popitem(last=False)
     stats["calls"] += 1
-    res = exe(*args)
+    res = exe.wrap(exe.run([_scalar_buffer(a, device) if type(a) is Array and not a._value.ndim
+                            else to_buffer(a, device) for a in args]))
     return res if prim.multiple_results else res[0]
+
+
+MAX_SCALARS = 256  # device copies of host scalars kept (least recently used dropped first)
+_scalars: OrderedDict[tuple, Any] = OrderedDict()
+
+
+def _scalar_buffer(x: Array, device: Any) -> Any:
+    """A device copy of a host rank-0 operand, shared by every operation that meets the same value there.
+
+    An optimizer's ``lr * g`` on a device-resident ``g`` makes a new host scalar each step; transferring it
+    each time cost more than the operation.  A buffer is never written after it is made, so one copy of a
+    value serves every program on that device."""
+    v = x._value
+    key = (device_key(device), v.dtype, v.tobytes())
+    with _lock:
+        buf = _scalars.get(key)
+        if buf is not None:
+            _scalars.move_to_end(key)
+            return buf
+    buf = to_buffer(x, device)
+    with _lock:
+        _scalars[key] = buf
+        while len(_scalars) > MAX_SCALARS:
+            _scalars.popitem(last=False)
+    return buf
 
 
 # ---------------------------------------------------------------- host stacks through the compiled program
@@ -285,6 +323,7 @@ def clear() -> None:
     """Drop the eager one-primitive programs (``ftrans.clear_caches``)."""
     with _lock:
         _cache.clear()
+        _scalars.clear()
         _host_cache.clear()
         _host_seen.clear()
 
