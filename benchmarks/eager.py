@@ -13,6 +13,9 @@
     weights passed as a list), ftrans against ``jax.make_jaxpr``.  A fresh
     function object is traced each time so that neither library can answer
     from a tracing cache.
+(c) Eager operations on device-resident arrays (committed to the default device by ``device_put``: the
+    path every jit output takes on a GPU), where both libraries run a one-operation program; ftrans
+    against jax, for information (on a GPU the kernel launch and the wait dominate both).
 
 Targets (DESIGN.md: "small eager operations close to NumPy's own speed"):
 eager ``x + y`` and ``x * 2.0`` at most 2x NumPy, ``jnp.sin(x)`` and
@@ -79,6 +82,23 @@ def eager_cases():
          lambda: flax.add(xf, yf), lambda: jlax.add(xj, yj).block_until_ready(), lambda: xn + yn),
         ("lax.sin(x)",
          lambda: flax.sin(xf), lambda: jlax.sin(xj).block_until_ready(), lambda: np.sin(xn)),
+    ]
+
+
+def device_cases():
+    """Eager operations on arrays held by a device (committed to it by ``device_put``: the path a jit output
+    on a GPU takes), where both libraries run a one-operation program: ftrans's Python around it."""
+    rng = np.random.default_rng(0)
+    xn = rng.standard_normal(16).astype(np.float32)
+    fdev, jdev = ftrans.devices()[0], jax.devices()[0]
+    xf, yf = ftrans.device_put(xn, fdev), ftrans.device_put(xn[::-1].copy(), fdev)
+    xj, yj = jax.device_put(xn, jdev), jax.device_put(xn[::-1].copy(), jdev)
+    fb = ftrans.block_until_ready
+    return [
+        ("x + y", lambda: fb(xf + yf), lambda: (xj + yj).block_until_ready()),
+        ("x * 0.125", lambda: fb(xf * 0.125), lambda: (xj * 0.125).block_until_ready()),
+        ("jnp.sin(x)", lambda: fb(fjnp.sin(xf)), lambda: jjnp.sin(xj).block_until_ready()),
+        ("jnp.sum(x)", lambda: fb(fjnp.sum(xf)), lambda: jjnp.sum(xj).block_until_ready()),
     ]
 
 
@@ -161,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'ftrans':<12}{t_f:>10.2f}{n_f:>8}")
     print(f"{'jax':<12}{t_j:>10.2f}{n_j:>8}")
     print(f"ftrans/jax = {ratio:.2f}x  (target <= {TRACE_TARGET:g}x: {verdict(ratio, TRACE_TARGET)})")
+    print(f"\n(c) eager operations on device-resident arrays (16 x float32 on {ftrans.devices()[0]}), us per call")
+    print(f"{'op':<12}{'ftrans':>10}{'jax':>10}{'ftrans/jax':>12}")
+    for name, f_ftrans, f_jax in device_cases():
+        t_f = per_call_us(f_ftrans, max(number // 10, 20), repeat, runs)
+        t_j = per_call_us(f_jax, max(number // 10, 20), repeat, runs)
+        print(f"{name:<12}{t_f:>10.2f}{t_j:>10.2f}{t_f / t_j:>11.2f}x")
+
     return 0
 
 

@@ -179,3 +179,31 @@ def test_a_host_scalar_operand_is_copied_to_the_device_once(monkeypatch):
     for o, c in ((outs[3], -0.0), (outs[4], 0.0)):  # the sign of a zero scalar is kept (two keys)
         np.testing.assert_array_equal(np.signbit(np.asarray(o)), np.signbit(A * np.float32(c)))
     assert sorted(p for p in puts if p != "device") == [-0.0, 0.0, 0.125]  # -0.0 and 0.0 are two values
+
+
+_SCALAR_OPS = {
+    "x * c": lambda x, c: x * c, "c * x": lambda x, c: c * x, "x - c": lambda x, c: x - c,
+    "c - x": lambda x, c: c - x, "x / c": lambda x, c: x / c, "c / x": lambda x, c: c / x,
+    "x ** c": lambda x, c: x ** c, "x + y": lambda x, c: x + x[::-1], "x == y": lambda x, c: x == x[::-1],
+    "x < c": lambda x, c: x < c, "x + y (int)": lambda x, c: x.astype(np.int32) + x.astype(np.int32),
+    "x + y (mixed)": lambda x, c: x + x.astype(np.float16), "x + y (bool)": lambda x, c: (x > 0) + (x < 1),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(_SCALAR_OPS))
+def test_binary_operations_on_device_arrays_match_jax(name, dtype):
+    """Device arrays with each other and with Python floats (the shortcuts that skip promotion): JAX's dtype,
+    weak type and bits, the result on the operands' device."""
+    import ml_dtypes
+
+    d = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    base = np.array([1.0, 2.0, 3.0, -0.7, 0.0, 1e4], d)
+    dev, jdev = _device(), jax.devices()[-1]
+    op = _SCALAR_OPS[name]
+    for c in (0.1, -0.0, float("inf"), 1e30):
+        got = op(ftrans.device_put(base, dev), c)
+        want = op(jax.device_put(base, jdev), c)
+        assert (got.dtype, got.weak_type, got.shape) == (want.dtype, want.weak_type, want.shape)
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float64), np.asarray(want).astype(np.float64))
+        assert got.devices() == {dev}

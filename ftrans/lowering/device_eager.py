@@ -43,6 +43,7 @@ def _forget_programs() -> None:
     # (the host-stack programs below and their CPU device belong to the old client too)
     clear()
     _host_device.clear()
+    _device_by_key.clear()
 
 
 on_new_backend.append(_forget_programs)  # keyed by device id, which a new client reuses
@@ -136,8 +137,15 @@ def committed_device(args: Any, what: str) -> Any:
                 raise FtransValueError(
                     f"Received incompatible devices for jitted computation. Got {one(first, args[first])} and "
                     f"{one(k, a)}; move them to one device with ftrans.device_put first")
-    return None if key is None else args[first].device
+    if key is None:
+        return None
+    dev = _device_by_key.get(key)
+    if dev is None:
+        dev = _device_by_key[key] = args[first].device
+    return dev
 
+
+_device_by_key: dict = {}  # a device key (``_sig[3]``) -> its device, for this client
 
 # Primitives that run Python on the host (the callbacks, and checkify's check, which raises a failed check's
 # error): eagerly they always take the host rule.
@@ -189,7 +197,15 @@ def _signature(x: Any) -> Any:
 
 def apply(prim: Primitive, args: Any, params: dict, device: Any) -> Any:
     """Run ``prim`` on ``device`` through a cached one-primitive executable."""
-    key = (prim, freeze(params) if params else (), tuple([_signature(a) for a in args]), device_key(device))
+    if params:
+        try:  # (the parameters as bound, when all are hashable: the common case, without ``freeze``'s walk)
+            fp = tuple(params.items())
+            hash(fp)
+        except TypeError:
+            fp = freeze(params)
+    else:
+        fp = ()
+    key = (prim, fp, tuple([_signature(a) for a in args]), device_key(device))
     with _lock:
         exe = _cache.get(key)
         if exe is not None:

@@ -25,7 +25,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core import operands as _operands
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array
+from ftrans.core.array import Array, DeviceArray
 from ftrans.core.operands import (
     as_operand,
     broadcast_operands,
@@ -110,7 +110,8 @@ def _promote_to(name: str, args: tuple, kind: str) -> list:
         args = _operands.library_entry(args)  # (see core/operands.py)
     if len(args) == 1:
         (a,) = args
-        if (type(a) is Array or isinstance(a, Tracer)) and (not a.weak_type or _weak_stable(a.dtype)):
+        if ((type(a) is Array or type(a) is DeviceArray or isinstance(a, Tracer))
+                and (not a.weak_type or _weak_stable(a.dtype))):
             # One array operand already of the target class: promotion is the identity.
             d = a.dtype
             if (dtypes.is_inexact(d) if kind == "inexact" else kind != "numeric" or d != dtypes.bool_):
@@ -187,10 +188,42 @@ def _fast1(prim: Primitive, x: Any, allowed: frozenset, **params: Any) -> Array 
         d = xv.dtype
         if d in allowed and (not x.weak_type or _weak_stable(d)):
             return Array._new(prim.impl(xv, **params), prim.weak_type_rule((x.weak_type,), **params))
+    elif type(x) is DeviceArray and _trace.eager_everywhere:  # (on its device: bound as it is)
+        d = x._aval.dtype
+        if d in allowed and (not x.weak_type or _weak_stable(d)):
+            return prim.bind(x, **params)
     return None
 
 
 # ---------------------------------------------------------------- binary ufunc factory
+
+def _device_operands(x: Any, y: Any, allowed: frozenset | None) -> tuple | None:
+    """The operands of a binary function on a device array (an eager step on jit outputs) when promotion
+    and broadcasting are the identity, or None for the general path: two device arrays of one type, or one
+    of a float dtype and a Python float (made a weak scalar of its dtype, as the general path makes it)."""
+    tx, ty = type(x), type(y)
+    if tx is DeviceArray and ty is DeviceArray:
+        xa, ya = x._aval, y._aval
+        d = xa.dtype
+        if d == ya.dtype and xa.shape == ya.shape and d != dtypes.bool_ and (allowed is None or d in allowed):
+            return x, y
+        return None
+    if ty is float:
+        a, s, first = x, y, True
+    elif tx is float:
+        a, s, first = y, x, False
+    else:
+        return None
+    d = a._aval.dtype
+    if type(d) not in _FLOAT_KINDS or (a.weak_type and not _weak_stable(d)) or (allowed is not None
+                                                                                   and d not in allowed):
+        return None
+    c = Array._new(np.asarray(s, d), True)
+    return (a, c) if first else (c, a)
+
+
+_FLOAT_KINDS = frozenset(type(np.dtype(c)) for c in (np.float16, np.float32, np.float64))
+
 
 def _refuse_out_where(name: str, out: Any, where: Any) -> None:
     """``out=``/``where=`` exist on JAX's ufunc calls only to be refused when set (arrays are immutable)."""
@@ -232,6 +265,11 @@ def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
                         return new(impl(xv, yv), keep_weak and x.weak_type and y.weak_type)
             except (TypeError, ValueError, RuntimeWarning):
                 pass  # let the general path raise ftrans's own error
+        elif (type(x) is DeviceArray or type(y) is DeviceArray) and _trace.eager_everywhere and not (
+                check_nan and _trace._error_checks):
+            ops = _device_operands(x, y, allowed)
+            if ops is not None:
+                return prim.bind(*ops)
         a, b = promote_args(name, x, y)
         d = _dtype(a)
         if d == dtypes.bool_ and bool_prim is not None:
