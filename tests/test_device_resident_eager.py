@@ -207,3 +207,81 @@ def test_binary_operations_on_device_arrays_match_jax(name, dtype):
         assert (got.dtype, got.weak_type, got.shape) == (want.dtype, want.weak_type, want.shape)
         np.testing.assert_array_equal(np.asarray(got).astype(np.float64), np.asarray(want).astype(np.float64))
         assert got.devices() == {dev}
+
+
+# Functions whose result's shape or meaning depends on operand values (as in JAX, which reads them too):
+# they may fetch a device operand.  And those whose result JAX makes on the host (a shape-mismatch
+# constant, index arrays computed from shapes) or from a shape read off an array.
+_READ_VALUES = {
+    "_method_compress", "argwhere", "bincount", "choose", "compress", "delete", "empty", "extract",
+    "flatnonzero", "indices", "intersect1d", "nonzero", "ones", "repeat", "resize", "roll", "roots",
+    "setdiff1d", "setxor1d", "trim_zeros", "union1d", "unique", "unique_all", "unique_counts",
+    "unique_inverse", "unique_values", "where", "zeros",
+}
+_MADE_ON_THE_DEFAULT_DEVICE = {"array_equal", "diag_indices_from", "empty", "indices", "ones", "polydiv",
+                               "tril_indices_from", "triu_indices_from", "zeros"}
+
+
+def test_every_jnp_function_on_committed_arrays_agrees_with_the_host_path(monkeypatch):
+    """Each jnp function that takes one or two small arrays: the same result from operands committed to a
+    device as from host operands, on that device, and without fetching an operand it does not need."""
+    import warnings
+
+    dev = _device()
+    vals = {"x": A[:3, :4] * 0.5 + 0.6, "y": V[:4] * 0.25 + 0.6, "s": B[:4, :4], "i": np.array([2, 0, 1], np.int32),
+            "b": A[:3, :4] > 0}
+    argsets = [("x",), ("x", "y"), ("s",), ("s", "s"), ("x", "x"), ("i",), ("b",), ("x", "i"), ("i", "i"),
+               ("y",), ("y", "y"), ("b", "x", "x")]
+    skip = {"save", "savez", "load", "fromfile", "frombuffer", "printoptions", "set_printoptions",
+            "get_printoptions", "vectorize", "frompyfunc", "piecewise", "fromfunction", "from_dlpack",
+            "array_repr", "array_str"}
+    fetched = []
+    real = array_mod.DeviceArray.__getattr__
+
+    def spy(self, attr):
+        if attr == "_value":
+            fetched.append(self.shape)
+        return real(self, attr)
+
+    problems, checked = [], 0
+    for name in sorted(dir(fnp)):
+        f = getattr(fnp, name, None)
+        if name in skip or name.startswith("__") or not callable(f) or name[0].isupper() or isinstance(f, type):
+            continue
+        for sig in argsets:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    want = f(*[fnp.asarray(vals[k]) for k in sig])
+                want_leaves = ftrans.tree_util.tree_leaves(want)
+            except Exception:  # noqa: BLE001 (not a signature this function takes)
+                continue
+            if not want_leaves or not all(isinstance(w, ftrans.Array) for w in want_leaves):
+                continue
+            checked += 1
+            operands = [ftrans.device_put(vals[k], dev) for k in sig]
+            fetched.clear()
+            monkeypatch.setattr(array_mod.DeviceArray, "__getattr__", spy)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    got = f(*operands)
+                    ftrans.block_until_ready(got)
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"{name}{sig} raised {type(e).__name__}: {e}")
+                break
+            finally:
+                monkeypatch.undo()
+            got_leaves = ftrans.tree_util.tree_leaves(got)
+            for g, w in zip(got_leaves, want_leaves, strict=True):
+                gv, wv = np.asarray(g), np.asarray(w)
+                if (gv.dtype, gv.shape, g.weak_type) != (wv.dtype, wv.shape, w.weak_type) or not np.allclose(
+                        gv, wv, rtol=1e-5, atol=1e-6, equal_nan=True):
+                    problems.append(f"{name}{sig}: {g.aval.str_short()} {gv} against the host's {wv}")
+                if name not in _MADE_ON_THE_DEFAULT_DEVICE and g.devices() != {dev}:
+                    problems.append(f"{name}{sig}: placed on {g.devices()}")
+            if fetched and name not in _READ_VALUES:
+                problems.append(f"{name}{sig}: fetched {fetched} to the host")
+            break
+    assert checked > 250, checked
+    assert not problems, "\n".join(problems)

@@ -235,7 +235,8 @@ class Array(ArrayMixin):
         return complex(self._value)
 
     def __index__(self) -> int:
-        if self._value.ndim != 0 or not dtypes.is_int(self._value.dtype):  # JAX's rule: bools are no index
+        # (the type first, from a device array's abstract value: only an integer scalar is fetched)
+        if self.ndim != 0 or not dtypes.is_int(self.dtype):  # JAX's rule: bools are no index
             from ftrans.errors import FtransTypeError
 
             raise FtransTypeError(

@@ -1177,8 +1177,9 @@ def imag(val: Any, /) -> Any:
     x = as_operand(val)
     if _dtype(x).kind == "c":
         return E.imag_p.bind(x)
-    d, w = dtype_weak(x)
-    return broadcast_to_shape(_const(d, 0, w), shape_of(x))
+    from ftrans.numpy._creation import zeros_like  # (JAX's full_like: on a committed operand's device)
+
+    return zeros_like(x)
 
 
 @_export
