@@ -166,7 +166,7 @@ def test_concretization_error_under_vmap_names_the_calling_line(lib):
     def g(x):
         return jnp.zeros(shape=(2, x))
 
-    with pytest.raises(TypeError, match=r"This BatchTracer with object id \d+ was created on line:\n  "
+    with pytest.raises(TypeError, match=r"This (Batch|Vmap)Tracer with object id \d+ was created on line:\n  "
                        r".*test_api_test_parity.py:\d+"):
         g(jnp.ones((1,)))  # the line named
 

@@ -18,6 +18,8 @@ import ftrans.numpy as fnp
 from ftrans import errors
 from tests.backend_util import host_oracle
 
+JAX_012 = jax.__version_info__ >= (0, 12)  # the oracle: what jax 0.12 changed (docs/differences.md)
+
 X = np.arange(5, dtype=np.float32)
 
 
@@ -153,6 +155,8 @@ def test_complex_infinities_follow_c99(name, z, ftrans_value, jax_value):
         got = np.asarray(getattr(fnp, name)(fnp.asarray(v)))[0]
     want = np.asarray(getattr(jnp, name)(jnp.asarray(v)))[0]
     np.testing.assert_equal(got, np.asarray(ftrans_value, got.dtype))
+    if JAX_012 and name == "abs":  # jax 0.12's abs follows C99 too
+        jax_value = ftrans_value
     np.testing.assert_equal(want, np.asarray(jax_value, want.dtype))
 
 
@@ -469,8 +473,11 @@ def test_jax_array_protocol_objects_are_eager_operands():
 def test_from_dlpack_reads_read_only_host_arrays():
     ro = X.copy()
     ro.flags.writeable = False
-    with pytest.raises(BufferError):
-        jnp.from_dlpack(ro)
+    if JAX_012:  # jax 0.12 imports it too
+        np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(ro)), X)
+    else:
+        with pytest.raises(BufferError):
+            jnp.from_dlpack(ro)
     np.testing.assert_array_equal(np.asarray(fnp.from_dlpack(ro)), X)
 
 
@@ -761,7 +768,7 @@ def test_expn_at_zero_is_one_over_n_minus_one():
     n = np.array([2.0, 3.0, 5.0], np.float32)
     z = np.zeros(3, np.float32)
     np.testing.assert_allclose(np.asarray(fsp.expn(n, z)), 1 / (n - 1))
-    np.testing.assert_allclose(np.asarray(jsp.expn(n, z)), 1 / n)
+    np.testing.assert_allclose(np.asarray(jsp.expn(n, z)), 1 / (n - 1) if JAX_012 else 1 / n)  # (0.12: fixed)
 
 
 def test_spence_derivative_near_one():
@@ -984,8 +991,9 @@ def test_jet_min_and_clamp_take_a_scalar_operand():
     from ftrans.experimental.jet import jet as fjet
 
     x = np.full(3, 0.5, np.float32)
-    with pytest.raises(TypeError):
-        jjet(lambda v: jlax.clamp(0.0, v, 1.0), (x,), ([x],))
+    if not JAX_012:  # (jax 0.12's jet takes it too)
+        with pytest.raises(TypeError):
+            jjet(lambda v: jlax.clamp(0.0, v, 1.0), (x,), ([x],))
     y, (t,) = fjet(lambda v: flax.clamp(0.0, v, 1.0), (x,), ([x],))
     np.testing.assert_array_equal(np.asarray(t), x)
     y, (t,) = fjet(lambda v: flax.min(v, 1.0), (x,), ([x],))

@@ -789,6 +789,9 @@ _CONST_FACTOR = {
 def test_elementwise_tangent_weak_type_of_weak_array(name, shape):
     if name in ("arcsin", "arccos") and shape and jax.__version_info__ >= (0, 11):
         pytest.skip("jax 0.11's asin/acos jvp keeps a weak array's tangent weak; ftrans follows jax 0.10")
+    if name in ("erf", "erfc") and not shape and jax.__version_info__ >= (0, 12):
+        pytest.skip("jax 0.12's erf/erfc jvp (a custom_jvp of exp(-x**2)) makes a weak scalar's tangent strong; "
+                    "ftrans follows jax 0.10 and 0.11")
     # JAX's jvp rules scale by _const(x, c): weak for a weak scalar x, strong for a weak array, so the tangent and
     # the cotangent of a weakly typed array (a broadcast Python float) are strongly typed (ftrans's stayed weak)
     def jvp_run(L):

@@ -191,8 +191,9 @@ def test_deleted_array_does_not_export():
 def test_dlpack_round_trip_through_a_read_only_producer():
     """np.from_dlpack(ftrans array) is read-only; jax cannot import that back, ftrans can (differences.md)."""
     ro = np.from_dlpack(jnp.asarray(X))
-    with pytest.raises(BufferError):
-        jjnp.from_dlpack(ro)
+    if jax.__version_info__ < (0, 12):  # (jax 0.12 imports it too)
+        with pytest.raises(BufferError):
+            jjnp.from_dlpack(ro)
     _same(jnp.from_dlpack(ro), X)
     _same(jnp.from_dlpack(HasDlpack(ro)), X)
 

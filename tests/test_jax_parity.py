@@ -764,6 +764,8 @@ def test_signature_parameter_names_match_jax(name):
 
     got = list(inspect.signature(getattr(fnp, name)).parameters)
     want = list(inspect.signature(getattr(jnp, name)).parameters)
+    if name == "array" and "args" not in want:  # jax 0.12 ended the positional copy/order/ndmin (ftrans: 0.10's)
+        got.remove("args")
     assert got == want[:len(got)] and set(want) - set(got) <= {"out_sharding"}, (got, want)
 
 

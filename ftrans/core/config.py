@@ -320,6 +320,8 @@ class Config:
             ("raise_on_ppermute_sort_diff", True, "jax 0.11's refusal of a ppermute whose axis names are not in "
              "the mesh's order (ftrans permutes by the axes as named)"),
             ("platform_name", "", "the default platform (also sets ftrans's default_device)"),
+            # jax 0.12's
+            ("mosaic_unzip_debug_locations", True, "Mosaic"),
         )},
         # What an explicitly requested 64-bit dtype without x64 does (dtypes.check_requested): JAX's modes,
         # as its enum's values or names.
@@ -366,6 +368,8 @@ class Config:
             ("mtls_key_file", None, "mutual TLS for jax.distributed"),
             ("mtls_ca_file", None, "mutual TLS for jax.distributed"),
             ("mtls_peer_uri_prefix", None, "mutual TLS for jax.distributed"),
+            # jax 0.12's
+            ("accurate_erf_inv", False, "erf_inv's algorithm"),
         )},
     }
     # JAX's transfer guard levels (``jax.transfer_guard``); ftrans honours them for host-to-device transfers

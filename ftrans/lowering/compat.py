@@ -843,11 +843,34 @@ def assemble(shape: tuple, sharding: Any, bufs: Sequence[Any]) -> Any:
 
 
 def execute_replicated_fn(executable: Any, out_avals: Sequence[Any], out_shardings: Sequence[Any],
-                          sync: bool = False):
+                          sync: bool = False, replicas: bool = False):
     """``buffers -> outputs`` for a replicated or partitioned program: each output one multi-device buffer.
     ``sync`` (a program that calls back into Python): each call waits until every device has finished
-    the program, and so every callback it made, as ``execute_fn_sync`` does for one device."""
+    the program, and so every callback it made, as ``execute_fn_sync`` does for one device.
+    ``replicas``: a program of several replicas (pmap's), whose results are assembled from their
+    per-device pieces on a jaxlib that copies a whole multi-device array to the host in one go (0.12):
+    there the result handlers' arrays over a replicated program's outputs cannot be read back."""
     run = executable.execute_sharded
+    if replicas and _whole_array_host_copy():
+        shapes = [tuple(a.shape) for a in out_avals]
+
+        def assemble_all(results: Any) -> list:
+            return [jax.make_array_from_single_device_arrays(s, sh, pieces)
+                    for s, sh, pieces in zip(shapes, out_shardings, results.disassemble_into_single_device_arrays())]
+
+        if not sync:
+            return lambda buffers: assemble_all(run(buffers))
+
+        def waiting(buffers: list) -> list:  # (as ``_waiting_call``)
+            results = run(buffers, with_tokens=True)
+            token = results.consume_token()
+            outs = assemble_all(results)
+            token.block_until_ready()
+            for o in outs:
+                o.block_until_ready()
+            return outs
+
+        return waiting
     handlers = [array_result_handler(_jax_aval(tuple(a.shape), np.dtype(a.dtype)), s)
                 for a, s in zip(out_avals, out_shardings)]
 
@@ -855,6 +878,17 @@ def execute_replicated_fn(executable: Any, out_avals: Sequence[Any], out_shardin
         return run(buffers).consume_with_handlers(handlers)
 
     return _waiting_call(run, handlers) if sync else call
+
+
+@functools.cache
+def _whole_array_host_copy() -> bool:
+    """Whether this jaxlib reads a multi-device array back to the host in one runtime call (jaxlib 0.12's
+    IFRT path) rather than shard by shard."""
+    try:
+        from jax._src.lib import ifrt_version, jaxlib_extension_version
+    except ImportError:
+        return False
+    return jaxlib_extension_version >= 495 and ifrt_version >= 71
 
 
 def shards_of(buf: Any) -> list:

@@ -161,13 +161,14 @@ def _reporting_callback_errors(run: Any) -> Any:
     return call
 
 
-def replicated_runner(xla: Any, out_avals: list, out_shardings: list, text: str) -> Any:
+def replicated_runner(xla: Any, out_avals: list, out_shardings: list, text: str, replicas: bool = False) -> Any:
     """``buffers -> buffers`` for a multi-device (replicated or partitioned) program. One that calls back
     into Python runs to completion on every device before the call returns and re-raises a failing
-    callback's own exception, as a single-device one does."""
+    callback's own exception, as a single-device one does.  ``replicas``: pmap's program of replicas."""
     if not lower.host_callbacks_of(text):
-        return compat.execute_replicated_fn(xla, out_avals, out_shardings)
-    return _reporting_callback_errors(compat.execute_replicated_fn(xla, out_avals, out_shardings, sync=True))
+        return compat.execute_replicated_fn(xla, out_avals, out_shardings, replicas=replicas)
+    return _reporting_callback_errors(compat.execute_replicated_fn(xla, out_avals, out_shardings, sync=True,
+                                                                   replicas=replicas))
 
 
 def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None, options: tuple = ()) -> Any:

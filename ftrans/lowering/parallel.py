@@ -141,7 +141,7 @@ class PmapExecutable:
         self.in_shardings = [compat.mapped_sharding(mesh, ax, len(a.shape)) for a, ax in zip(self.in_avals, in_axes)]
         self.out_shardings = [compat.mapped_sharding(mesh, ax, len(a.shape))
                               for a, ax in zip(self.out_avals, out_axes)]
-        self._run = X.replicated_runner(self.xla, self.out_avals, self.out_shardings, self.text)
+        self._run = X.replicated_runner(self.xla, self.out_avals, self.out_shardings, self.text, replicas=True)
 
     def buffer(self, x: Any, k: int) -> Any:
         """Operand ``k`` as a buffer split over the devices: a pmap result split this way is used in place."""

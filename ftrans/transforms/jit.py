@@ -717,7 +717,7 @@ def _key_differences(jitted: JitWrapped, new: tuple, old: tuple, names: list[str
             else:
                 lines.append(f"  * at {name}, now {_aval_text(a)} and before {_aval_text(b)}")
         out.append("different input types:\n" + "\n".join(lines)
-                   + ("\n  (weak types: https://docs.jax.dev/en/latest/type_promotion.html#weak-types)" if weak else ""))
+                   + ("\n  (weak types: https://docs.jax.dev/en/latest/101/type_promotion.html#weak-types)" if weak else ""))
     if statics != ostatics:
         lines = []
         old_by = {(k, w): v for k, w, v in ostatics}
