@@ -364,6 +364,11 @@ def test_initializers_match_jax_bits(name, args, shape):
     for seed in (0, 42):
         ours = getattr(nn.initializers, name)(*args)(fr.PRNGKey(seed), shape)  # compiled on the default device
         theirs = getattr(jax.nn.initializers, name)(*args)(jax.random.PRNGKey(seed), shape)  # as jax's
+        if jax.__version_info__ >= (0, 12):
+            # jax 0.12 runs the initializers' normal sampler op by op, whose erf_inv rounds a last bit
+            # differently from the one program of jax 0.10 and 0.11 (ftrans's bits: docs/differences.md)
+            close(ours, theirs, rtol=5e-7, atol=0)
+            continue
         _same_bits(ours, theirs)
 
 

@@ -136,8 +136,9 @@ def test_cross():
     a = np.arange(12.0).reshape(4, 3).astype(np.float32)
     b = np.cos(a)
     check("cross", a, b)
-    check("cross", a[:, :2], b[:, :2])
-    check("cross", a[:, :2], b)
+    if jax.__version_info__ < (0, 12):  # jax 0.12 refuses 2-vectors (ftrans takes them, as NumPy 1 and 0.10)
+        check("cross", a[:, :2], b[:, :2])
+        check("cross", a[:, :2], b)
     check("cross", a[:3], b[:3], axis=0)
     with pytest.raises(FtransValueError, match="2 or 3"):
         fn.cross(np.ones((2, 4)), np.ones((2, 4)))
@@ -264,7 +265,8 @@ def test_fill_diagonal_put_along_axis():
 
 def test_polynomials():
     p = np.array([1.0, -2.0, 3.0], np.float32)
-    check("polyval", p, F)
+    # (at +-inf jax 0.12's Horner from the leading coefficient gives inf; ftrans, NumPy and jax 0.10/0.11: NaN)
+    check("polyval", p, F if jax.__version_info__ < (0, 12) else F[np.isfinite(F) | np.isnan(F)])
     check("polyval", I[:3], 2)
     check("polyval", I[:3], 2.5)
     check("polyadd", p, I[:5])

@@ -70,8 +70,12 @@ def test_jit_errors():
     both_raise(ValueError, "`compiler_options` can only be passed to top-level `jax.jit`",
                lambda: jax.jit(lambda v: jg(v + 1))(x),
                lambda: ftrans.jit(lambda v: fg(v + 1))(x))
-    both_raise(ValueError, "can only be passed to top-level", lambda: jax.grad(lambda v: jg(v).sum())(x),
-               lambda: ftrans.grad(lambda v: fg(v).sum())(x))
+    if jax.__version_info__ < (0, 12):
+        both_raise(ValueError, "can only be passed to top-level", lambda: jax.grad(lambda v: jg(v).sum())(x),
+                   lambda: ftrans.grad(lambda v: fg(v).sum())(x))
+    else:  # jax 0.12 differentiates it; ftrans keeps jax 0.10's refusal (docs/differences.md)
+        with pytest.raises(ValueError, match="can only be passed to top-level"):
+            ftrans.grad(lambda v: fg(v).sum())(x)
     np.testing.assert_array_equal(np.asarray(ftrans.vmap(fg)(x)), np.asarray(jax.vmap(jg)(x)))
 
 

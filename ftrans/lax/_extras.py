@@ -31,7 +31,7 @@ from ftrans.lax._reductions import top_k
 
 __all__ = [
     "full", "full_like", "empty", "broadcast_shapes", "broadcast_to_rank", "broadcast_like", "collapse",
-    "batch_matmul", "index_take", "tile", "split", "reciprocal", "log2", "one_minus_square", "clz", "mulhi", "dtype", "shape_as_value",
+    "batch_matmul", "index_take", "tile", "split", "reciprocal", "log2", "polynomial", "one_minus_square", "clz", "mulhi", "dtype", "shape_as_value",
     "conv_shape_tuple", "reduce_window_shape_tuple", "approx_max_k", "approx_min_k", "platform_dependent",
     "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "rng_bit_generator", "stage", "rng_uniform", "scaled_dot",
     "DotDimensionNumbers", "PrecisionLike",
@@ -324,6 +324,44 @@ def log2(x: Any, *, accuracy: Any = None) -> Any:
     (JAX binds a ``log2`` primitive that lowers to the same two operations)."""
     y = lax.log(x, accuracy=accuracy)
     return lax.div(y, full_like(y, math.log(2.0)))
+
+
+def polynomial(x: Any, coeffs: Sequence[Any], *, unroll: int | None = None) -> Any:
+    """``lax.polynomial`` (jax 0.12): ``a_0 + a_1 x + ... + a_N x**N`` by Horner's rule, for
+    ``coeffs = (a_0, ..., a_N)`` (lowest degree first).
+
+    Staged as multiplications and additions (JAX binds a ``polynomial`` primitive that lowers to the same
+    recurrence), starting from the leading coefficient, so an infinite ``x`` gives NumPy's infinity where
+    a recurrence started from zero would give ``0 * inf``.  Coefficients broadcast against ``x`` (size-1
+    dimensions of the same rank); ``x`` and the coefficients share one dtype, Python scalars taking it.
+    ``unroll`` (JAX's bound on the unrolled terms before a scan) is accepted; every term is unrolled here.
+    """
+    from ftrans.core.operands import promote_args
+    from ftrans.core.prims import elementwise as E
+
+    def mul(a: Any, b: Any) -> Any:
+        return E.mul_p.bind(*promote_args("polynomial", a, b))
+
+    def add(a: Any, b: Any) -> Any:
+        return E.add_p.bind(*promote_args("polynomial", a, b))
+
+    coeffs = list(coeffs)
+    if not coeffs:
+        raise FtransValueError("polynomial: coeffs must hold at least one coefficient (a_0)")
+    if unroll is not None and (isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1):
+        raise FtransValueError(f"polynomial: unroll must be None or a positive int, got {unroll!r}")
+    strong = {str(d) for d, w in (dtype_weak(v) for v in [x, *coeffs]) if not w}
+    if len(strong) > 1:
+        raise FtransTypeError(f"polynomial: x and the coefficients must have one dtype, got {sorted(strong)}")
+    ranks = {len(shape_of(v)) for v in [x, *coeffs] if shape_of(v)}
+    if len(ranks) > 1:  # (JAX's words: no rank promotion, only size-1 dimensions broadcast)
+        raise FtransTypeError(f"polynomial: arrays must have the same number of dimensions, got {ranks}")
+    if len(coeffs) == 1:  # (a_0 at x's shape: no ``0 * x``, which an infinite x makes NaN)
+        return add(full_like(as_operand(x), 0), coeffs[0])
+    y = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        y = add(mul(y, x), c)
+    return y
 
 
 def _one_minus_square_fn(x: Any) -> Any:

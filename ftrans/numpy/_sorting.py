@@ -174,7 +174,7 @@ def sort_complex(a: Any) -> Any:
     return x
 
 
-def lexsort(keys: Any, axis: int = -1) -> Any:
+def lexsort(keys: Any, axis: int = -1, *, batch_size: int = 16) -> Any:
     """Return the indices that sort by several keys.
 
     The last key is the primary one, then the others in reverse order.
@@ -182,6 +182,8 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
     Args:
         keys: Sequence of arrays (or a 2-D array whose rows are the keys) of one shape.
         axis: Axis to sort along.
+        batch_size: jax 0.12's bound on the keys one sort takes (it sorts more keys in several passes);
+            ftrans's one stable sort takes every key, so the result is the same whatever it is.
     Returns:
         An integer array of indices.
 
@@ -200,6 +202,8 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
     keys = list(keys)
     if not keys:
         raise FtransTypeError("lexsort: need a sequence of keys with len > 0")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise FtransValueError(f"lexsort: batch_size must be a positive int, got {batch_size!r}")
     check_arraylike("lexsort", *keys)
     ops = [as_operand(k) for k in keys]
     shapes = {tuple(shape_of(k)) for k in ops}
