@@ -10,6 +10,8 @@ implementations (``uint32[4]`` keys, bits from XLA's RngBitGenerator) exist too
 (``PRNGKey(seed, impl="rbg")``, ``config.default_prng_impl``).  See ``docs/random.md``.
 """
 
+import typing
+
 from ftrans.core.keys import PRNGKeyArray
 from ftrans.core.prims.random import random_gamma_p
 from ftrans.random._distributions import (
@@ -65,6 +67,10 @@ from ftrans.random._samplers import (
     wrap_key_data,
 )
 
+# jax 0.12's annotation for a typed key array (a ``typing.NewType`` of the array type: called, it returns
+# its argument)
+Key = typing.NewType("Key", PRNGKeyArray)
+
 __all__ = [
     "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal",
     "randint", "bernoulli", "categorical", "choice", "permutation", "shuffle", "truncated_normal",
@@ -72,5 +78,5 @@ __all__ = [
     "double_sided_maxwell", "weibull_min", "gamma", "loggamma", "beta", "dirichlet", "t", "chisquare",
     "f", "pareto", "poisson", "geometric", "rayleigh", "wald", "triangular", "lognormal",
     "generalized_normal", "ball", "orthogonal", "multivariate_normal", "binomial", "multinomial",
-    "clone", "key_impl", "key_dtype", "PRNGKeyArray", "random_gamma_p",
+    "clone", "key_impl", "key_dtype", "PRNGKeyArray", "random_gamma_p", "Key",
 ]
