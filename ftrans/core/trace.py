@@ -1234,7 +1234,8 @@ class DynamicJaxprTrace(Trace):
 
     def _valueless_const(self, builder: JaxprBuilder, aval: ShapedArray, val: Any) -> StagingTracer:
         """A captured value staged as a constant of the given type without reading it to the host (a value
-        split over devices, a shape-only struct): kept alive and bound when the program runs."""
+        split over devices, an accelerator's array, a shape-only struct): kept alive and bound when the
+        program runs."""
         v = Var(aval)
         t = StagingTracer(self, aval, v)
         builder.const_tracers[id(val)] = t
@@ -1260,13 +1261,8 @@ class DynamicJaxprTrace(Trace):
         if isinstance(val, Array):
             if type(val) is _DeviceArray and val._aval.shape and val.device.platform != "cpu":
                 # an accelerator's array: a constant by its type alone (its value stays in device memory)
-                aval = ShapedArray(val._aval.shape, val._aval.dtype, val.weak_type)
-                v = Var(aval)
-                t = StagingTracer(self, aval, v)
-                builder.const_tracers[id(val)] = t
-                builder.keepalive.append(val)
-                builder.const_vals.append((v, val))
-                return t
+                return self._valueless_const(builder, ShapedArray(val._aval.shape, val._aval.dtype, val.weak_type),
+                                             val)
             arr, weak = val._value, val.weak_type
         elif isinstance(val, (np.ndarray, np.generic)):
             arr, weak = np.asarray(val), False
