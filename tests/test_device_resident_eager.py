@@ -69,6 +69,20 @@ OPS = {
 }
 
 
+def _fetch_spy():
+    """A list, and a ``DeviceArray.__getattr__`` that notes in it the shape of every buffer fetched to the
+    host (``_value``): install it with ``monkeypatch.setattr(array_mod.DeviceArray, "__getattr__", spy)``."""
+    fetched = []
+    real = array_mod.DeviceArray.__getattr__
+
+    def spy(self, attr):
+        if attr == "_value":
+            fetched.append(self.shape)
+        return real(self, attr)
+
+    return fetched, spy
+
+
 def _device():
     return ftrans.devices()[-1]  # (on the CPU: one of conftest's host devices, not the default one)
 
@@ -92,13 +106,7 @@ def test_operations_on_committed_arrays_match_jax_and_stay_on_the_device(name):
 @pytest.mark.parametrize("name", list(OPS))
 def test_operations_on_committed_arrays_never_fetch_them(name, monkeypatch):
     """No operand's buffer, nor an intermediate result's, is copied to the host to type or index it."""
-    fetched = []
-    real = array_mod.DeviceArray.__getattr__
-
-    def spy(self, attr):
-        if attr == "_value":
-            fetched.append(self.shape)
-        return real(self, attr)
+    fetched, spy = _fetch_spy()
 
     operands = _operands(lambda a: ftrans.device_put(a, _device()))
     monkeypatch.setattr(array_mod.DeviceArray, "__getattr__", spy)
@@ -120,13 +128,7 @@ def _accelerator_jit_outputs():
 def test_operations_on_an_accelerators_jit_outputs_stay_there_unfetched(name, monkeypatch):
     """On a GPU: uncommitted arrays in device memory are operated on there, and the results stay uncommitted."""
     operands = _accelerator_jit_outputs()
-    fetched = []
-    real = array_mod.DeviceArray.__getattr__
-
-    def spy(self, attr):
-        if attr == "_value":
-            fetched.append(self.shape)
-        return real(self, attr)
+    fetched, spy = _fetch_spy()
 
     monkeypatch.setattr(array_mod.DeviceArray, "__getattr__", spy)
     got = OPS[name](fnp, fnn, *operands)
@@ -235,13 +237,7 @@ def test_every_jnp_function_on_committed_arrays_agrees_with_the_host_path(monkey
     skip = {"save", "savez", "load", "fromfile", "frombuffer", "printoptions", "set_printoptions",
             "get_printoptions", "vectorize", "frompyfunc", "piecewise", "fromfunction", "from_dlpack",
             "array_repr", "array_str"}
-    fetched = []
-    real = array_mod.DeviceArray.__getattr__
-
-    def spy(self, attr):
-        if attr == "_value":
-            fetched.append(self.shape)
-        return real(self, attr)
+    fetched, spy = _fetch_spy()
 
     problems, checked = [], 0
     for name in sorted(dir(fnp)):
