@@ -63,7 +63,7 @@ def _preferred(x: Any, y: Any, preferred_element_type: Any, joined: tuple | None
     """(the ``preferred_element_type`` a product's ``dot_general`` names, whether the result is weak): as
     JAX, the joined dtype of the promoted operands when none is given, the result weak when both operands
     are; an explicit preferred type gives a strong result (a 64-bit one without x64: JAX's warning, naming
-    ``where`` as JAX's does; None: narrowed quietly, as JAX's vecdot)."""
+    ``where`` as JAX's does; None: narrowed quietly)."""
     if preferred_element_type is None:
         if joined is not None:
             return joined
@@ -254,7 +254,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     x = broadcast_to_shape(x, batch + tuple(shape_of(x))[-1:])
     y = broadcast_to_shape(y, batch + tuple(shape_of(y))[-1:])
     nb = len(shape_of(x)) - 1
-    pet, weak = _preferred(x, y, preferred_element_type, joined, where=None)
+    pet, weak = _preferred(x, y, preferred_element_type, joined)
     return dot_general(x, y, (((nb,), (nb,)), (tuple(range(nb)), tuple(range(nb)))), pet, prec, weak)
 
 
