@@ -30,12 +30,13 @@ from hypothesis import strategies as st
 import ftrans
 import ftrans.numpy as fjnp
 from ftrans.core.ir import typecheck
+from tests.thorough import THOROUGH
 
 # The full cross product (every function x every dtype / dtype pair / scalar) costs one
 # jax compilation per case, several minutes in all; by default each function gets a
 # few rotating cases so the file stays fast. FTRANS_EXHAUSTIVE_TESTS=1 (or the "full"
 # hypothesis profile) runs everything.
-EXHAUSTIVE = os.environ.get("FTRANS_EXHAUSTIVE_TESTS") == "1" or os.environ.get("HYPOTHESIS_PROFILE") == "full"
+EXHAUSTIVE = THOROUGH
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(d) for d in (np.bool_, np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32,
                                 np.float16, BF16, np.float32, np.complex64)]
