@@ -122,3 +122,12 @@ def import_jax_module_without_absl(name: str):
     finally:
         for k in stand_ins:
             sys.modules.pop(k, None)
+
+
+def default_codegen_options() -> dict:
+    """``compiler_options`` that give one jitted program XLA:CPU's default code generation where the suite
+    compiles with the loop emitters (tests/conftest.py, jaxlib 0.10): for a test that pins what the
+    default code rounds (an optimizer's evaluation count).  Elsewhere, none."""
+    if "--xla_cpu_use_fusion_emitters=false" in os.environ.get("XLA_FLAGS", ""):
+        return {"xla_cpu_use_fusion_emitters": True}
+    return {}

@@ -171,10 +171,14 @@ def test_reduce_precision_bits_match_xla(dtype, bits):
         x = VALUES.astype(dtype)
     e, m = bits
     want = np.asarray(jlax.reduce_precision(x, e, m))
+    # With no mantissa bits a NaN has no payload to keep: XLA's code gives NaN or infinity there by
+    # emitter and LLVM level (its fusion emitters NaN, its loop emitters and some levels infinity).
+    either = np.isnan(x) if m == 0 else np.zeros(x.shape, bool)
     for got in (flax.reduce_precision(x, e, m), ftrans.jit(lambda x: flax.reduce_precision(x, e, m))(x)):
         got = np.asarray(got)
         assert got.dtype == want.dtype
-        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+        np.testing.assert_array_equal(got.astype(np.float64)[~either], want.astype(np.float64)[~either])
+        assert (np.isnan(got[either]) | np.isinf(got[either])).all()
 
 
 def test_reduce_precision_transforms():

@@ -50,8 +50,10 @@ def test_configs_match_jax():
         fnn.get_scaled_dot_general_config("int8")
 
 
-@pytest.mark.parametrize("mode", ["mxfp8", "nvfp4"])
+@pytest.mark.parametrize("mode", ["mxfp8", pytest.param("nvfp4", marks=pytest.mark.xla_default_codegen)])
 def test_scaled_dot_general_forward_matches_jax_quantization(mode):
+    """(nvfp4: XLA's loop emitters, which the suite compiles with under jaxlib 0.10, round float4
+    conversions otherwise than its default code; tests/conftest.py runs that case with the defaults.)"""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 32, 64)).astype(np.float32)
     y = rng.standard_normal((3, 32, 64)).astype(np.float32)

@@ -15,6 +15,7 @@ import ftrans
 import ftrans.numpy as fjnp
 import ftrans.scipy.optimize as fopt
 from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
+from tests.backend_util import default_codegen_options
 
 LBFGS = "l-bfgs-experimental-do-not-rely-on-this"
 
@@ -73,10 +74,13 @@ def test_minimize_matches_jax_under_jit(method, problem):
     make, x0 = problem
     opts = {"gtol": 1e-6}
     # A float32 line search counts evaluations that rounding can change: the oracle is compiled as jax
-    # compiles by default (LLVM level 2; the suite's conftest lowers it to 1 for speed).
+    # compiles by default (LLVM level 2; the suite's conftest lowers it to 1 for speed), and both programs
+    # with XLA's default emitters (the suite's loop emitters round BFGS on rosenbrock to one more step).
+    default = default_codegen_options()
     a = jax.jit(lambda x: jopt.minimize(make(jjnp), x, method=method, options=opts),
-                compiler_options={"xla_backend_optimization_level": 2})(x0)
-    b = ftrans.jit(lambda x: fopt.minimize(make(fjnp), x, method=method, options=opts))(x0)
+                compiler_options={"xla_backend_optimization_level": 2, **default})(x0)
+    b = ftrans.jit(lambda x: fopt.minimize(make(fjnp), x, method=method, options=opts),
+                   compiler_options=default or None)(x0)
     assert_results(a, b, rtol=1e-4, atol=1e-5)
 
 
