@@ -192,13 +192,29 @@ def jax_oracle(prog, x):
     compare is one of these three: ``jacfwd`` and ``jacrev`` are the gradient, a JVP with tangent ``t``
     (and a linearized function at ``t``) is the gradient dotted with ``t``, a VJP with cotangent ``c``
     is ``c`` times the gradient.  Both tests of a (program, point) read the same oracle.
+
+    The Hessian is ``jax.hessian``'s forward-over-reverse, one column (a JVP of the gradient along a basis
+    vector) at a time: bit for bit jax.hessian's values, but the eager JVPs reuse the ops compiled for the
+    gradient, where jax.hessian's vmapped ones compile every op again for the batched shapes (half the
+    oracle's cost).
     """
     key = (prog, np.asarray(x).tobytes())
     if key not in _ORACLES:
         g = both(prog)[1]
         v, d = jax.value_and_grad(g)(x)
-        _ORACLES[key] = (np.asarray(v), np.asarray(d), np.asarray(jax.hessian(g)(x)))
+        _ORACLES[key] = (np.asarray(v), np.asarray(d), _jax_hessian(g, x))
     return _ORACLES[key]
+
+
+def _jax_hessian(g, x):
+    """``jax.hessian(g)(x)`` for a scalar or 1-D ``x``: the JVPs of ``jax.grad(g)`` along the basis vectors."""
+    grad = jax.grad(g)
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return np.asarray(jax.jvp(grad, (x,), (np.ones_like(x),))[1])
+    assert x.ndim == 1
+    cols = [np.asarray(jax.jvp(grad, (x,), (e,))[1]) for e in np.eye(x.size, dtype=x.dtype)]
+    return np.stack(cols, axis=-1)
 
 
 def dot(d, t):

@@ -78,7 +78,8 @@ def test_results_live_on_the_context_mesh_as_jax(kind):
     for lib, jnp, mesh, PS, NS in _libs(kind):
         with lib.set_mesh(mesh):
             progs = _programs(lib, jnp, mesh, PS, NS)
-            got[lib.__name__] = {k: (_where(f()), np.asarray(f()).tolist()) for k, f in progs.items()}
+            outs = {k: f() for k, f in progs.items()}  # each program run once (its jit of a fresh lambda compiles)
+            got[lib.__name__] = {k: (_where(out), np.asarray(out).tolist()) for k, out in outs.items()}
     assert got["ftrans"] == got["jax"]
 
 
