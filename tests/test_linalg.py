@@ -9,6 +9,7 @@ whose factors are unique only up to signs are compared through invariants
 
 from __future__ import annotations
 
+import functools
 import re
 from functools import partial
 
@@ -158,11 +159,17 @@ NUMPY_CASES = {
 }
 
 
+@functools.cache
+def _jax_numpy_cases():
+    """jax's value of every case, from one jax program (a program per case was mostly fixed compile cost)."""
+    return jax.jit(lambda *xs: {name: fn(jnp, *xs) for name, fn in NUMPY_CASES.items()})(*_spd_b(7))
+
+
 @pytest.mark.parametrize("name", sorted(NUMPY_CASES))
 def test_numpy_linalg_matches_jax(name):
     fn = NUMPY_CASES[name]
     args = _spd_b(7)
-    want = jax.jit(lambda *xs: fn(jnp, *xs))(*args)
+    want = _jax_numpy_cases()[name]
     for got in (fn(fnp, *args), ftrans.jit(lambda *xs: fn(fnp, *xs))(*args)):
         for x, y in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
             close(x, y)
@@ -192,11 +199,17 @@ SCIPY_CASES = {
 }
 
 
+@functools.cache
+def _jax_scipy_cases():
+    """jax's value of every case, from one jax program (a program per case was mostly fixed compile cost)."""
+    return jax.jit(lambda *xs: {name: fn(jsl, *xs) for name, fn in SCIPY_CASES.items()})(*_spd_b(11))
+
+
 @pytest.mark.parametrize("name", sorted(SCIPY_CASES))
 def test_scipy_linalg_matches_jax(name):
     fn = SCIPY_CASES[name]
     args = _spd_b(11)
-    want = jax.jit(lambda *xs: fn(jsl, *xs))(*args)
+    want = _jax_scipy_cases()[name]
     for got in (fn(fsl, *args), ftrans.jit(lambda *xs: fn(fsl, *xs))(*args)):
         for x, y in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
             close(x, y, tol=5e-3 if "expm" in name else 2e-3)
@@ -273,17 +286,29 @@ GRAD_CASES = {
 }
 
 
+def _grad_inputs():
+    rng = _rng(5)
+    xs = {"spd": spd(rng, 4, (2,)), "general": general(rng, 4, 4, (2,)), "tall": general(rng, 5, 3, (2,)),
+          "wide": general(rng, 3, 5, (2,))}
+    return {kind: x.astype(np.float32) for kind, x in xs.items()}
+
+
+@functools.cache
+def _jax_gradients():
+    """jax's gradient of every case's loss, from one jitted jax program (eager jax compiles op by op, and a
+    program per case was mostly fixed compile cost)."""
+    return jax.jit(lambda xs: {name: jax.grad(_loss(jnp, fn))(xs[kind])
+                               for name, (fn, kind) in GRAD_CASES.items()})(_grad_inputs())
+
+
 @pytest.mark.parametrize("name", sorted(GRAD_CASES))
 def test_gradients_match_jax(name):
     fn, kind = GRAD_CASES[name]
-    rng = _rng(5)
-    x = {"spd": spd(rng, 4, (2,)), "general": general(rng, 4, 4, (2,)), "tall": general(rng, 5, 3, (2,)),
-         "wide": general(rng, 3, 5, (2,))}[kind].astype(np.float32)
-    # the gradient from one jitted jax program (eager jax compiles op by op). Each case's loss is a sum over
-    # the batch of terms that read one matrix each, so the gradient over the batch is also the vmapped
-    # per-matrix gradient: jax.vmap(jax.grad(loss))(x) equals it bit for bit (checked for every case), and
-    # compiling it as well doubled the oracle's cost.
-    want = vwant = jax.jit(jax.grad(_loss(jnp, fn)))(x)
+    x = _grad_inputs()[kind]
+    # Each case's loss is a sum over the batch of terms that read one matrix each, so the gradient over the
+    # batch is also the vmapped per-matrix gradient: jax.vmap(jax.grad(loss))(x) equals it bit for bit
+    # (checked for every case), and compiling it as well doubled the oracle's cost.
+    want = vwant = _jax_gradients()[name]
     close(ftrans.grad(_loss(fnp, fn))(x), want, 5e-3)
     close(ftrans.jit(ftrans.grad(_loss(fnp, fn)))(x), want, 5e-3)
     # vmap over the batch axis of the gradient, against jax.vmap

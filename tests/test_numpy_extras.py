@@ -16,6 +16,7 @@ import ftrans
 import ftrans.numpy as fn
 from ftrans.core.ir import typecheck
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
+from tests.thorough import THOROUGH
 
 
 def _info(x):
@@ -574,19 +575,24 @@ def test_cov_of_empty_and_single_row_inputs(shape, rowvar, dtype):
 _WQ_NAMES = ["quantile", "nanquantile", "percentile", "nanpercentile"]
 _WQ_SHAPES = [((10,), 0), ((4, 3, 5), -1), ((4, 3, 5), None), ((2, 3, 4, 5), (0, 2)), ((4, 3, 5), 0)]
 # Every function meets every (shape, axis); the dtype alternates over them so that each function and each
-# (shape, axis) meets both dtypes (the full product was 40 cases).
-_WQ_GRID = [(name, shape, axis, [np.float32, np.float16][(i + k) % 2])
+# (shape, axis) meets both dtypes (the full product was 40 cases).  The quick run asks each case for a vector
+# q or a scalar q, taking turns so that each function, each (shape, axis) and each dtype meets both; the
+# thorough run asks every case for both.
+_WQ_GRID = [(name, shape, axis, [np.float32, np.float16][(i + k) % 2], "both" if THOROUGH else (k + i // 2) % 2)
             for i, name in enumerate(_WQ_NAMES) for k, (shape, axis) in enumerate(_WQ_SHAPES)]
 
 
 def test_weighted_quantile_grid_covers_every_pair():
-    assert {(n, d) for n, _, _, d in _WQ_GRID} == {(n, d) for n in _WQ_NAMES for d in (np.float32, np.float16)}
-    assert {(repr((s, a)), d) for _, s, a, d in _WQ_GRID} == {
+    assert {(n, d) for n, _, _, d, _ in _WQ_GRID} == {(n, d) for n in _WQ_NAMES for d in (np.float32, np.float16)}
+    assert {(repr((s, a)), d) for _, s, a, d, _ in _WQ_GRID} == {
         (repr(sa), d) for sa in _WQ_SHAPES for d in (np.float32, np.float16)}
+    if not THOROUGH:  # each function, (shape, axis) and dtype asks for a vector q and a scalar q
+        for part in (0, 1, 3):
+            assert {(repr(c[part]), c[4]) for c in _WQ_GRID} == {(repr(c[part]), q) for c in _WQ_GRID for q in (0, 1)}
 
 
-@pytest.mark.parametrize("name,shape,axis,dtype", _WQ_GRID)
-def test_weighted_quantile_inverted_cdf(name, shape, axis, dtype):
+@pytest.mark.parametrize("name,shape,axis,dtype,q_kind", _WQ_GRID)
+def test_weighted_quantile_inverted_cdf(name, shape, axis, dtype, q_kind):
     """``weights=`` with method='inverted_cdf' (JAX 0.10): against jax and against NumPy's weighted
     quantile, for scalar and vector q, eager and staged.  keepdims alternates with the function and the
     dtype (each function meets both) rather than doubling the grid."""
@@ -603,7 +609,8 @@ def test_weighted_quantile_inverted_cdf(name, shape, axis, dtype):
     # float16: small integer weights, so the cumulative weights and q * total are exact in any
     # accumulation order (else a rounding tie decides between neighbouring order statistics)
     w = (rng.integers(1, 4, size=shape) if dtype == np.float16 else rng.uniform(0.1, 2.0, size=shape)).astype(dtype)
-    for q in (np.array([0.0, 0.25, 0.5, 0.75, 1.0], dtype) * scale, dtype(0.5 * scale)):
+    qs = (np.array([0.0, 0.25, 0.5, 0.75, 1.0], dtype) * scale, dtype(0.5 * scale))
+    for q in qs if q_kind == "both" else qs[q_kind:q_kind + 1]:
         check(name, data, q, axis=axis, weights=w, method="inverted_cdf", keepdims=keepdims, tol=1e-3)
         check(name, data, q, axis=axis, method="inverted_cdf", keepdims=keepdims, tol=1e-3)
         with warnings.catch_warnings():

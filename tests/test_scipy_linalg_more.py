@@ -14,6 +14,7 @@ import ftrans.scipy.linalg as fsl
 from ftrans import lax as flax
 from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
 from tests.backend_util import cpu_only, require_cpu
+from tests.thorough import THOROUGH
 
 _SCHUR_CPU = cpu_only("the Schur decomposition (LAPACK gees) is CPU-only in JAX as in ftrans")
 _HESS_CPU = cpu_only("the Hessenberg reduction (LAPACK gehrd) is CPU-only in JAX as in ftrans")
@@ -86,9 +87,13 @@ def test_expm_frechet(shape, compute_expm):
         fsl.expm_frechet(np.ones((3, 3)), np.ones((2, 2)))
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 12])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
-def test_eigh_tridiagonal(n, dtype):
+# Every dtype with a trivial size (no or one off-diagonal entry) and a general one, every size with some dtype;
+# the thorough run takes every pair.
+@pytest.mark.parametrize("dtype,n", [
+    (dtype, n) for dtype in [np.float32, np.float64, np.complex64] for n in [1, 2, 5, 12]
+    if THOROUGH or (dtype, n) in {(np.float32, 1), (np.float32, 12), (np.float64, 2), (np.float64, 5),
+                                  (np.complex64, 2), (np.complex64, 12)}])
+def test_eigh_tridiagonal(dtype, n):
     d = _mat((n,), dtype, 3).real.astype(dtype)
     e = _mat((max(n - 1, 0),), dtype, 4)
     with jax.enable_x64(dtype == np.float64), ftrans.enable_x64(dtype == np.float64):
@@ -117,11 +122,15 @@ def test_eigh_tridiagonal_errors():
         fsl.eigh_tridiagonal(np.ones(3, np.float32), np.ones(2, np.float32), select="i")
 
 
-# Every batching with every method; the dtypes take turns, so each meets every batching and every method.
-@pytest.mark.parametrize("shapes,method,dtype", [
+# Every batching with every method; the dtypes take turns, so each meets every batching and every method.  The
+# quick run keeps the middle four: every batching, and each method with both dtypes, unbatched and batched.
+_SYLVESTER = [
     (shapes, method, [np.float32, np.complex64][(i + j) % 2])
     for i, shapes in enumerate([((3, 3), (4, 4), (3, 4)), ((2, 3, 3), (4, 4), (3, 4)), ((3, 3), (4, 4), (2, 3, 4))])
-    for j, method in enumerate(["schur", "eigen"])])
+    for j, method in enumerate(["schur", "eigen"])]
+
+
+@pytest.mark.parametrize("shapes,method,dtype", _SYLVESTER if THOROUGH else _SYLVESTER[1:5])
 def test_solve_sylvester(shapes, method, dtype):
     if method == "schur":
         require_cpu("the Schur decomposition (LAPACK gees) is CPU-only in JAX as in ftrans")
@@ -209,10 +218,12 @@ def test_rsf2csf(shape):
         fsl.rsf2csf(np.ones((3, 3)), np.ones((2, 2)))
 
 
-# Every size with both dtypes; disp takes turns, so each size and each dtype meets both values.
+# Every size with both dtypes; disp takes turns, so each size and each dtype meets both values.  The quick run
+# leaves out n = 12 (the recurrence of n = 5 over a larger matrix).
 @_SCHUR_CPU
 @pytest.mark.parametrize("n,dtype,disp", [
-    (n, dtype, bool((i + j) % 2)) for i, n in enumerate([1, 5, 12]) for j, dtype in enumerate([np.float32, np.complex64])])
+    (n, dtype, bool((i + j) % 2)) for i, n in enumerate([1, 5, 12]) for j, dtype in enumerate([np.float32, np.complex64])
+    if THOROUGH or n != 12])
 def test_funm(n, dtype, disp):
     a = _mat((n, n), dtype, 12) + 3 * np.eye(n, dtype=dtype)
 
@@ -233,10 +244,21 @@ def test_funm(n, dtype, disp):
 
 
 # Every shape x mode x onedim x dtype; conjugate takes turns (by parity), so it meets every value of each of them.
-@pytest.mark.parametrize("shape,mode,onedim,conjugate,dtype", [
-    (shape, mode, onedim, bool((i + j + int(onedim) + k) % 2), dtype)
-    for i, shape in enumerate([(4, 3), (3, 4), (2, 6, 4)]) for j, mode in enumerate(["left", "right"])
-    for onedim in [False, True] for k, dtype in enumerate([np.float32, np.complex64])])
+# The quick run lets the dtype take turns as well (by onedim and batching), and conjugate by mode and batching:
+# each of shape, mode and onedim still meets both dtypes, and on complex operands each meets both conjugates.
+def _qr_multiply_cases():
+    for i, shape in enumerate([(4, 3), (3, 4), (2, 6, 4)]):
+        for j, mode in enumerate(["left", "right"]):
+            for onedim in [False, True]:
+                if THOROUGH:
+                    for k, dtype in enumerate([np.float32, np.complex64]):
+                        yield shape, mode, onedim, bool((i + j + int(onedim) + k) % 2), dtype
+                else:
+                    yield (shape, mode, onedim, bool((j + i // 2) % 2),
+                           [np.float32, np.complex64][(int(onedim) + i // 2) % 2])
+
+
+@pytest.mark.parametrize("shape,mode,onedim,conjugate,dtype", list(_qr_multiply_cases()))
 def test_qr_multiply(shape, mode, onedim, conjugate, dtype):
     m, n = shape[-2:]
     k = min(m, n)
@@ -264,12 +286,14 @@ def test_qr_multiply_errors():
         fsl.qr_multiply(np.ones((4, 3)), np.ones((2, 3)), mode="right")
 
 
-# Every shape with both dtypes; calc_q takes turns, so each shape and each dtype meets both values.
+# Every shape with both dtypes; calc_q takes turns, so each shape and each dtype meets both values.  The quick
+# run lets the dtype take turns over the shapes too, keeping both for the batch (vmapped with and without Q):
+# each dtype still meets both calc_q values and a batch.
 @_HESS_CPU
 @pytest.mark.parametrize("shape,dtype,calc_q", [
     (shape, dtype, bool((i + j) % 2))
     for i, shape in enumerate([(1, 1), (2, 2), (3, 3), (2, 4, 4), (0, 5, 5), (10, 10)])
-    for j, dtype in enumerate([np.float32, np.complex64])])
+    for j, dtype in enumerate([np.float32, np.complex64]) if THOROUGH or shape == (2, 4, 4) or j == (0, 0, 1, 0, 0, 1)[i]])
 def test_hessenberg(shape, dtype, calc_q):
     a = _mat(shape, dtype, 15)
     ours = fsl.hessenberg(a, calc_q=calc_q)
@@ -290,11 +314,15 @@ def test_hessenberg(shape, dtype, calc_q):
         fsl.hessenberg(np.ones((2, 3)))
 
 
-# Every shape with every mode; the dtypes take turns, so each meets every shape and every mode.
+# Every shape with every mode; the dtypes take turns, so each meets every shape and every mode.  The quick run
+# keeps every other (shape, mode) pair, the dtype taking turns over those: every shape, every mode with both
+# dtypes and with tall, square and batched operands.
+_QR_PIVOTING = [(shape, mode) for shape in [(4, 3), (3, 4), (4, 4), (2, 6, 4), (1, 1)] for mode in ["full", "economic", "r"]]
+
+
 @pytest.mark.parametrize("shape,mode,dtype", [
-    (shape, mode, [np.float32, np.complex64][(i + j) % 2])
-    for i, shape in enumerate([(4, 3), (3, 4), (4, 4), (2, 6, 4), (1, 1)])
-    for j, mode in enumerate(["full", "economic", "r"])])
+    (shape, mode, [np.float32, np.complex64][k % 2])
+    for k, (shape, mode) in enumerate(_QR_PIVOTING if THOROUGH else _QR_PIVOTING[::2])])
 def test_qr_pivoting(shape, mode, dtype):
     a = _mat(shape, dtype, 16)
     ours = fsl.qr(a, mode=mode, pivoting=True)
