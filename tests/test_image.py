@@ -10,6 +10,7 @@ import ftrans
 import ftrans.numpy as fnp
 from ftrans import image as fimage
 from ftrans.errors import FtransTypeError, FtransValueError
+from tests.thorough import THOROUGH
 
 _METHODS = ["nearest", "bilinear", "tricubic", "lanczos3", "lanczos5", "cubic-pytorch", "area"]
 _ALIASES = ["nearest", "linear", "bilinear", "trilinear", "triangle", "cubic", "bicubic", "tricubic",
@@ -28,9 +29,14 @@ def _close(a, b, tol=2e-5):
     np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("method", _METHODS)
-@pytest.mark.parametrize("antialias", [True, False])
-@pytest.mark.parametrize("shape", [(2, 9, 4, 3), (2, 3, 11, 3), (1, 1, 2, 3)])
+_SHAPES = [(2, 9, 4, 3), (2, 3, 11, 3), (1, 1, 2, 3)]
+# Every method at every target shape, antialiased or not in turn (each method both ways, each shape both
+# ways); the thorough run (tests/thorough.py) draws the whole product.
+_RESIZE_CASES = [(m, aa, shape) for i, m in enumerate(_METHODS) for j, shape in enumerate(_SHAPES)
+                 for aa in (True, False) if THOROUGH or aa == bool((i + j) % 2)]
+
+
+@pytest.mark.parametrize("method,antialias,shape", _RESIZE_CASES)
 def test_resize_matches_jax(method, antialias, shape):
     x = np.random.default_rng(0).standard_normal((2, 5, 7, 3)).astype(np.float32)
     if shape[0] == 1:
@@ -50,7 +56,7 @@ def test_resize_enum_and_array_shape():
     x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
     for m in fimage.ResizeMethod:
         jm = jax.image.ResizeMethod[m.name]
-        _close(fimage.resize(x, (5, 2), m), jax.image.resize(x, (5, 2), jm))
+        _close(fimage.resize(x, (5, 2), m), _jax_resize(x, (5, 2), jm))
     assert fimage.resize(x, fnp.array((10, 17)), "nearest").shape == (10, 17)
     for name in _ALIASES:
         assert fimage.ResizeMethod.from_string(name).name == jax.image.ResizeMethod.from_string(name).name
@@ -59,7 +65,7 @@ def test_resize_enum_and_array_shape():
 def test_resize_golden_pytorch_bicubic():
     x = np.arange(10, dtype=np.float32).reshape(2, 5) / 9.0
     _close(fimage.resize(x, (4, 10), "bicubic-pytorch", antialias=False),
-           jax.image.resize(x, (4, 10), "bicubic-pytorch", antialias=False))
+           _jax_resize(x, (4, 10), "bicubic-pytorch", antialias=False))
 
 
 @pytest.mark.parametrize("method", ["linear", "cubic", "lanczos5", "area"])
@@ -68,7 +74,7 @@ def test_resize_grad_and_jit(method):
     w = np.random.default_rng(3).standard_normal((7, 3)).astype(np.float32)
     f = lambda im: ftrans.numpy.sum(fimage.resize(im, (7, 3), method) * w)  # noqa: E731
     g = lambda im: jnp.sum(jax.image.resize(im, (7, 3), method) * w)  # noqa: E731
-    _close(ftrans.grad(f)(x), jax.grad(g)(x))
+    _close(ftrans.grad(f)(x), jax.jit(jax.grad(g))(x))
     _close(ftrans.jit(f)(x), jax.jit(g)(x))
 
 
@@ -78,19 +84,19 @@ def test_scale_and_translate(method, antialias):
     x = np.random.default_rng(4).standard_normal((2, 6, 5)).astype(np.float32)
     scale = np.array([1.7, 0.6], np.float32)
     trans = np.array([-0.8, 1.3], np.float32)
-    args = (x, (2, 9, 4), (1, 2), scale, trans, method)
-    _close(fimage.scale_and_translate(*args, antialias=antialias),
-           _jax_scale_and_translate(*args, antialias=antialias))
-
     def loss(lib, im, s, t):
         mod = fimage if lib is ftrans else jax.image
         return lib.numpy.sum(mod.scale_and_translate(im, (2, 9, 4), (1, 2), s, t, method,
                                                       antialias=antialias) ** 2)
 
-    # All three gradients from one program on each side (one compile, not three).
+    # All three gradients from one program on each side (one compile, not three); jax's values and
+    # gradients from one program too.
     argnums = (0,) if method == "cubic-pytorch" and not antialias else (0, 1, 2)
+    want, jg = jax.jit(lambda *a: (jax.image.scale_and_translate(a[0], (2, 9, 4), (1, 2), a[1], a[2], method,
+                                                                 antialias=antialias),
+                                   jax.grad(lambda *b: loss(jax, *b), argnums=argnums)(*a)))(x, scale, trans)
+    _close(fimage.scale_and_translate(x, (2, 9, 4), (1, 2), scale, trans, method, antialias=antialias), want)
     fg = ftrans.jit(ftrans.grad(lambda *a: loss(ftrans, *a), argnums=argnums))(x, scale, trans)
-    jg = jax.jit(jax.grad(lambda *a: loss(jax, *a), argnums=argnums))(x, scale, trans)
     for f, j in zip(fg, jg):
         _close(f, j, tol=1e-4)
 
@@ -98,7 +104,7 @@ def test_scale_and_translate(method, antialias):
 def test_scale_and_translate_int_image_and_negative_axis():
     x = np.arange(20, dtype=np.int32).reshape(4, 5)
     a = fimage.scale_and_translate(x, (6, 5), (-2,), np.array([1.5]), np.array([0.0]), "linear")
-    b = jax.image.scale_and_translate(x, (6, 5), (-2,), np.array([1.5]), np.array([0.0]), "linear")
+    b = _jax_scale_and_translate(x, (6, 5), (-2,), np.array([1.5]), np.array([0.0]), "linear")
     _close(a, b)
 
 
