@@ -688,13 +688,14 @@ def _hypot(a: Any, b: Any) -> Any:
 @custom_jvp
 def _hypot_units(a: Any, b: Any) -> tuple[Any, Any]:
     """``(a / r, b / r)`` with ``r = hypot(a, b)``, from the operands over ``hi = max(|a|, |b|)`` (so neither
-    overflows where ``r`` does, nor is lost where ``1/r`` is subnormal): ``(a/hi) / sqrt(1 + (lo/hi)**2)``.
+    overflows where ``r`` does, nor is lost where ``1/r`` is subnormal): ``(a/hi) rsqrt(1 + (lo/hi)**2)``.
     NaN at (0, 0), where ``hypot`` has no derivative."""
     aa, ab = E.abs_p.bind(a), E.abs_p.bind(b)
     hi, lo = E.max_p.bind(aa, ab), E.min_p.bind(aa, ab)
     one = _const(hi, 1)
-    q = E.sqrt_p.bind(E.add_p.bind(one, E.integer_pow_p.bind(E.div_p.bind(lo, hi), y=2)))
-    return E.div_p.bind(E.div_p.bind(a, hi), q), E.div_p.bind(E.div_p.bind(b, hi), q)
+    # (times rsqrt, not divided by sqrt: XLA's simplifier turns (a / hi) / q into a / (hi * q), which overflows)
+    inv_q = E.rsqrt_p.bind(E.add_p.bind(one, E.integer_pow_p.bind(E.div_p.bind(lo, hi), y=2)))
+    return E.mul_p.bind(E.div_p.bind(a, hi), inv_q), E.mul_p.bind(E.div_p.bind(b, hi), inv_q)
 
 
 def _hypot_jvp(primals: tuple, tangents: tuple) -> tuple:

@@ -277,11 +277,12 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 def _exp_neg_square(x: Any) -> Any:
-    """``exp(-x**2)`` on ``x`` clamped to ``[-c, c]`` where ``exp(-c**2)`` underflows (``c`` = 11 for float32 and
+    """``exp(-x**2)`` on ``x`` clamped (by a select) to ``[-c, c]`` where ``exp(-c**2)`` underflows (``c`` = 11 for float32 and
     narrower, 28 for float64): the same values, but derivatives of every order that are 0 at +-inf and +-3e38,
     not ``-2 x exp(-x**2) = inf * 0 = NaN`` (jax 0.12's answer; jax 0.10/0.11 give NaN there)."""
     c = 28.0 if aval_of(x).dtype.itemsize > 4 else 11.0
-    return B.apply(E.exp_p, B.neg(_square(B.apply(S.clamp_p, -c, x, c))))
+    big = B.apply(E.ge_p, B.apply(E.abs_p, x), c)  # (false at NaN: NaN stays NaN, and so do its derivatives)
+    return B.apply(E.exp_p, B.neg(_square(B.select(big, B.mul(B.apply(E.sign_p, x), c), x))))
 
 
 _unary(E.erf_p, lambda x, y: B.mul(_exp_neg_square(x), _TWO_OVER_SQRT_PI))
