@@ -634,22 +634,22 @@ def sinc(x: Any, /) -> Any:
     # The series where ``pi x`` is zero or subnormal: a GPU flushes subnormals to zero, in some of a
     # program's fused kernels and not others, so ``sin(t)/t`` there could be ``sin(0)/0`` (NaN, and NaN
     # derivatives) where the test said ``t != 0``.  Below the smallest normal number the series is exact.
-    zero = jnp.less(jnp.abs(pix), jnp.full_like(pix, dtypes.finfo(pix.dtype).tiny))
+    apix = jnp.abs(pix)
+    zero = jnp.less(apix, jnp.full_like(pix, dtypes.finfo(pix.dtype).tiny))
     safe = jnp.where(zero, jnp.ones_like(x), pix)
     # Beyond 2**(nmant+2) every float is an even integer, so sin(pi x) is exactly 0 there (``pi x`` itself overflows
     # to inf near 3e38: sin(inf) = NaN). ``x - stop_gradient(x)`` is that 0 with derivative 1, so the derivatives
     # of every order are those of sin(pi r)/(pi x) at r = 0: finite (1/x, -2/x**2, ...), as in jax 0.12 (jax
     # 0.10/0.11 give NaN at +-3e38). +-inf stays NaN (inf - inf).
-    big = jnp.greater_equal(jnp.abs(x), jnp.full_like(x, 2.0 ** (dtypes.finfo(x.dtype).nmant + 2)))
+    # (|pi x| >= pi * 2**(nmant+2), the same points: rounding is monotone and scaling by 2**k exact.)
+    big = jnp.greater_equal(apix, jnp.full_like(pix, np.pi * 2.0 ** (dtypes.finfo(x.dtype).nmant + 2)))
     num = jnp.where(big, jnp.multiply(jnp.subtract(x, lax.stop_gradient(x)), np.pi), safe)
-    # (The series on ``pix`` only where it is used: its ``t * 0`` is NaN at an overflowed ``pix``.)
-    series = _sinc_taylor(0, jnp.where(zero, pix, jnp.zeros_like(pix)))
-    return jnp.where(zero, series, jnp.divide(jnp.sin(num), safe))
+    return jnp.where(zero, _sinc_taylor(0, pix), jnp.divide(jnp.sin(num), safe))
 
 
 def _sinc_taylor_impl(k: int, t: Any) -> Any:
     """The k-th derivative of ``sin(t)/t`` at ``t = 0``, shaped (and traced) like ``t``."""
-    base = jnp.multiply(t, 0)
+    base = jnp.zeros_like(t)  # (not t * 0: NaN at an overflowed t, and its cotangent 0 * NaN leaks into grad)
     return base if k % 2 else jnp.add(base, (-1) ** (k // 2) / (k + 1))
 
 
