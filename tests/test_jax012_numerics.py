@@ -183,6 +183,18 @@ def test_lgamma_at_subnormals_under_jit(f):
         _close(got, want, rtol=1e-5)
 
 
+@pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+def test_lgamma_at_subnormals_under_jit_with_explicit_sharding():
+    """The lowering's constants are laid out as the sharded operand (as digamma's)."""
+    mesh = ftrans.make_mesh((8,), ("x",), axis_types=(ftrans.sharding.AxisType.Explicit,))
+    v = np.array([1e-45, -1e-45, 2.5, 0.5, 1e-40, 3.0, 4.0, 5.0], F32)
+    with ftrans.set_mesh(mesh):
+        y = ftrans.jit(flax.lgamma)(ftrans.reshard(v, ftrans.P("x")))
+        assert str(ftrans.typeof(y)) == "float32[8@x]"
+    want = [-math.log(float(abs(t))) if abs(t) < TINY else math.lgamma(float(t)) for t in v]
+    _close(y, want, rtol=1e-5)
+
+
 # ---------------------------------------------------------------- hypot
 HYP = [(1e30, 1e30), (3e38, 3e38), (-3e38, 3e38), (1e-30, 0.0), (0.0, 1e-30), (1e-30, 1e-30), (1.0, np.inf),
        (0.0, np.inf), (2.0, 3e38), (3.0, -4.0), (0.5, 1e30), (0.0, 0.0), (1e-20, 1e-20)]

@@ -21,6 +21,11 @@ Eagerly, ftrans computes with NumPy, which keeps subnormals where XLA flushes
 them (a documented difference), so eager results at subnormal inputs
 (``1e-45``) are not compared; under ``jit`` they are. Every other difference
 fails, except for the short list of ``SKIP`` pairs below, each with its reason.
+
+Where jax before 0.12 gives NaN or a wrong number and ftrans (as jax 0.12) the correct value, the
+oracle's entry is replaced by that value (``FIXED_IN_JAX012``: case, quantity, point, value and reason;
+``ALWAYS_FIXED`` where every jax so far gives NaN); before jax 0.12, ``hypot``'s oracle is ``jnp.hypot``
+with jax 0.12's derivative rule (``_hypot_012``). Under jax 0.12 only ``ALWAYS_FIXED`` applies.
 """
 
 from __future__ import annotations
