@@ -221,6 +221,10 @@ SKIP: dict[tuple[str, object], tuple[str, str]] = {
     # inf with a padded zero that NumPy evaluates as NaN. Under jit ftrans's fold_constants pass hands
     # XLA that padding as a materialised constant, so XLA no longer folds it and gives IEEE's NaN too.
     ("np.cumprod", _ROW_OVERFLOW): ("all", "overflow: inf * 0 folded by XLA's simplifier, NaN in IEEE/NumPy"),
+    # cumsum of [3e38, 3e38, -3e38]: NumPy and XLA give [3e38, inf, inf]; ftrans's eager cumsum gives
+    # 3e38 last (it does not carry the overflowed partial sum): a known eager gap, found when infinite
+    # oracle values stopped accepting finite results (see _mismatches).
+    ("np.cumsum", _ROW_OVERFLOW): ("eager", "eager cumsum after an overflow (known gap)"),
     # d/dy xlogy(x, y) = x / y, transposed by reverse mode into (ct / y) * x: 1/3e38 is subnormal,
     # kept by NumPy (x / y = 0.99999994, inf / 3e38 = inf) and flushed by XLA (0, and 0 * inf = NaN):
     # docs/differences.md, subnormals. Under jit ftrans gives JAX's values.
@@ -286,7 +290,8 @@ FIXED_IN_JAX012: dict[tuple[str, str, object], tuple[float, str]] = {
     # Under jit XLA flushes the subnormal operand: frexp(+-1e-45) is frexp(+-0) = (+-0, 0), as jax 0.12 gives
     # (0.10/0.11: 0.5 from the bits of the flushed product x * 2**23). Eagerly (not compared at subnormals)
     # ftrans keeps NumPy's (0.5, -148).
-    **{("np.frexp", "value", _F(p)): (p * 0.0, "XLA flushes the subnormal operand: frexp(0)") for p in (1e-45, -1e-45)},
+    **{("np.frexp", q, _F(p)): (v, "XLA flushes the subnormal operand: frexp(0)") for p in (1e-45, -1e-45)
+       for q, v in (("value", p * 0.0), ("d0", 1.0))},
     # lgamma(x) = -log|x| - euler_gamma x + ... = 103.27893 at +-1e-45 (0.10/0.11 under jit: XLA's lgamma of the
     # flushed operand, lgamma(0) = inf; ftrans reads the subnormal from its bits, jax 0.12 too).
     **{(f, "value", _F(p)): (-float(np.log(abs(np.float64(F32(p))))), "lgamma(x) = -log|x| at subnormals")
@@ -441,7 +446,8 @@ def _mismatches(case, ours, theirs, mode):
             atol = atol.reshape((-1,) + (1,) * (a64.ndim - 1))
         both_nan = np.isnan(a64) & np.isnan(b64)
         with np.errstate(invalid="ignore"):
-            same = (a64 == b64) | (np.abs(a64 - b64) <= TINY + atol + rtol * np.abs(b64))
+            # (an infinite oracle is matched only by the same infinity: rtol * inf would accept any number)
+            same = (a64 == b64) | (np.isfinite(b64) & (np.abs(a64 - b64) <= TINY + atol + rtol * np.abs(b64)))
         ok = both_nan | same
         if ok.all():
             continue
