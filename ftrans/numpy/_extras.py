@@ -465,9 +465,12 @@ def _frexp_impl(x: Any) -> tuple[Any, Any]:
     clear = np.array(~(mask << nmant)).astype(idt)
     bits = jnp.bitwise_or(jnp.bitwise_and(bits, jnp.asarray(clear)), jnp.asarray((bias - 1) << nmant, idt))
     m = lax.bitcast_convert_type(bits, d)
-    special = jnp.logical_or(jnp.logical_or(jnp.isinf(x), jnp.isnan(x)), jnp.equal(x, jnp.zeros_like(x)))
+    # Tested on the scaled ``xn``: where XLA treats a subnormal input as zero (its CPU and GPU code flush
+    # subnormal operands), ``x * 2**nmant`` is 0, and the result is frexp(0) = (0, 0) with derivative 1, as
+    # jax 0.12 gives under jit; NumPy (the eager path) keeps the subnormal: (0.5, -148) at 1e-45.
+    special = jnp.logical_or(jnp.logical_or(jnp.isinf(xn), jnp.isnan(xn)), jnp.equal(xn, jnp.zeros_like(xn)))
     e = jnp.where(special, jnp.zeros_like(e), e)
-    return jnp.where(special, x, m), jnp.astype(e, np.int32)
+    return jnp.where(special, xn, m), jnp.astype(e, np.int32)
 
 
 _frexp = custom_jvp(_frexp_impl)
@@ -505,16 +508,33 @@ def ldexp(x1: Any, x2: Any, /) -> Any:
     if d1.kind == "c" or d2.kind in "fcV" or d2 == dtypes.bfloat16:
         raise FtransValueError(f"ldexp not supported for input types ({d1}, {d2})")
     (x1,) = _inexact("ldexp", x1)
+    return _ldexp(x1, jnp.asarray(x2))
+
+
+def _ldexp_impl(x1: Any, x2: Any) -> Any:
     d = dtype_weak(x1)[0]
-    x2 = jnp.asarray(x2)
     x2 = lax.convert_element_type(x2, d) if x2.dtype != d else x2
-    m, e = frexp(x1)
+    m, e = _frexp(x1)
     e = jnp.astype(jnp.add(jnp.astype(e, d), x2), d)
     pos = jnp.greater(e, jnp.zeros_like(e))
     m = jnp.where(pos, jnp.multiply(m, 2), m)
     e = jnp.where(pos, jnp.subtract(e, 1), e)
     x = jnp.multiply(m, jnp.power(jnp.asarray(2, d), e))
     return jnp.where(jnp.logical_or(jnp.isinf(x1), jnp.equal(x1, jnp.zeros_like(x1))), x1, x)
+
+
+_ldexp = custom_jvp(_ldexp_impl)
+
+
+@_ldexp.defjvp
+def _ldexp_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """d/dx1 ldexp(x1, n) = 2**n everywhere (also at 0, +-inf and where the frexp route's intermediate
+    2**-e is subnormal), as jax 0.12; computed as ldexp(1, n), exact, linear in the tangent."""
+    x1, x2 = primals
+    t1 = tangents[0]
+    y = _ldexp(x1, x2)
+    scale = _ldexp_impl(jnp.ones_like(y), jnp.broadcast_to(x2, np.shape(y)))
+    return y, jnp.multiply(jnp.broadcast_to(t1, np.shape(y)), lax.stop_gradient(scale))
 
 
 def modf(x: Any, /, out: None = None) -> tuple[Any, Any]:
@@ -614,14 +634,22 @@ def sinc(x: Any, /) -> Any:
     # The series where ``pi x`` is zero or subnormal: a GPU flushes subnormals to zero, in some of a
     # program's fused kernels and not others, so ``sin(t)/t`` there could be ``sin(0)/0`` (NaN, and NaN
     # derivatives) where the test said ``t != 0``.  Below the smallest normal number the series is exact.
-    zero = jnp.less(jnp.abs(pix), jnp.full_like(pix, dtypes.finfo(pix.dtype).tiny))
+    apix = jnp.abs(pix)
+    zero = jnp.less(apix, jnp.full_like(pix, dtypes.finfo(pix.dtype).tiny))
     safe = jnp.where(zero, jnp.ones_like(x), pix)
-    return jnp.where(zero, _sinc_taylor(0, pix), jnp.divide(jnp.sin(safe), safe))
+    # Beyond 2**(nmant+2) every float is an even integer, so sin(pi x) is exactly 0 there (``pi x`` itself overflows
+    # to inf near 3e38: sin(inf) = NaN). ``x - stop_gradient(x)`` is that 0 with derivative 1, so the derivatives
+    # of every order are those of sin(pi r)/(pi x) at r = 0: finite (1/x, -2/x**2, ...), as in jax 0.12 (jax
+    # 0.10/0.11 give NaN at +-3e38). +-inf stays NaN (inf - inf).
+    # (|pi x| >= pi * 2**(nmant+2), the same points: rounding is monotone and scaling by 2**k exact.)
+    big = jnp.greater_equal(apix, jnp.full_like(pix, np.pi * 2.0 ** (dtypes.finfo(x.dtype).nmant + 2)))
+    num = jnp.where(big, jnp.multiply(jnp.subtract(x, lax.stop_gradient(x)), np.pi), safe)
+    return jnp.where(zero, _sinc_taylor(0, pix), jnp.divide(jnp.sin(num), safe))
 
 
 def _sinc_taylor_impl(k: int, t: Any) -> Any:
     """The k-th derivative of ``sin(t)/t`` at ``t = 0``, shaped (and traced) like ``t``."""
-    base = jnp.multiply(t, 0)
+    base = jnp.zeros_like(t)  # (not t * 0: NaN at an overflowed t, and its cotangent 0 * NaN leaks into grad)
     return base if k % 2 else jnp.add(base, (-1) ** (k // 2) / (k + 1))
 
 

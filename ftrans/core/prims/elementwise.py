@@ -315,7 +315,21 @@ nextafter_p = binop("nextafter", FLOAT, keep_dtype(np.nextafter))
 erf_p = unop("erf", FLOAT, via_float32(sps.erf))
 erfc_p = unop("erfc", FLOAT, via_float32(sps.erfc))
 erf_inv_p = unop("erf_inv", FLOAT, via_float32(sps.erfinv))
-lgamma_p = unop("lgamma", FLOAT, via_float32(sps.gammaln))
+
+
+def _gammaln_c99(x: np.ndarray) -> np.ndarray:
+    """SciPy's ``gammaln`` with C99's (and XLA's) lgamma(-inf) = +inf (SciPy gives -inf).
+
+    lgamma's minimum over the reals is about -0.1215, so a result below -1 is that -inf (negated in place).
+    """
+    y = sps.gammaln(x)
+    if y.ndim:
+        np.negative(y, out=y, where=y < -1)
+        return y
+    return -y if y < -1 else y
+
+
+lgamma_p = unop("lgamma", FLOAT, via_float32(_gammaln_c99))
 
 
 def _digamma_impl(x):

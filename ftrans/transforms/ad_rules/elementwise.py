@@ -249,7 +249,23 @@ _unary(E.acos_p, lambda x, y: B.neg(B.apply(E.rsqrt_p, B.sub(1, _square(x)))))
 _unary_t(E.atan_p, lambda t, x, y: B.div(t, B.add(_square(x), 1)))
 _unary(E.sinh_p, lambda x, y: B.apply(E.cosh_p, x))
 _unary(E.cosh_p, lambda x, y: B.apply(E.sinh_p, x))
-_unary(E.asinh_p, lambda x, y: B.apply(E.rsqrt_p, B.add(_square(x), 1)))
+
+
+def _asinh_deriv(x: Any, y: Any) -> Any:
+    """``rsqrt(x**2 + 1)``; for real ``x`` evaluated on ``x / s`` with a power-of-two ``s = clamp(1, |x| 2**-(e-2),
+    2**(e+2))`` (``e = maxexp // 2``, gradient stopped) as ``(1/s) rsqrt((x/s)**2 + (1/s)**2)``, so that neither
+    ``x**2`` nor the derivatives of this factor overflow: the second derivative at 3e38 is ``-x/(x**2+1)**1.5 ~ 0``,
+    not ``0 * inf = NaN`` (jax 0.12's rule; jax 0.10/0.11 give NaN). ``s = 1`` for ``|x| <= 2**(e-2)``."""
+    d = aval_of(x).dtype
+    if d.kind != "f":
+        return B.apply(E.rsqrt_p, B.add(_square(x), 1))
+    half = int(dtypes.finfo(d).maxexp) // 2
+    s = B.apply(S.clamp_p, 1.0, B.mul(B.apply(E.abs_p, x), 2.0 ** -(half - 2)), 2.0 ** (half + 2))
+    inv = B.div(1, B.apply(E.stop_gradient_p, s))
+    return B.mul(inv, B.apply(E.rsqrt_p, B.add(_square(B.mul(x, inv)), _square(inv))))
+
+
+_unary(E.asinh_p, _asinh_deriv)
 # jax 0.11's rule (followed whatever jax is installed): rsqrt(x - 1) * rsqrt(x + 1), NaN outside the domain
 # x >= 1 as the value is (jax 0.10's rsqrt(x**2 - 1) was finite for x <= -1).
 _unary(E.acosh_p, lambda x, y: B.mul(B.apply(E.rsqrt_p, B.sub(x, 1)), B.apply(E.rsqrt_p, B.add(x, 1))))
@@ -258,8 +274,19 @@ _unary(E.acosh_p, lambda x, y: B.mul(B.apply(E.rsqrt_p, B.sub(x, 1)), B.apply(E.
 _unary_t(E.atanh_p, lambda t, x, y: B.mul(B.div(1, B.add(x, 1)), B.div(t, B.sub(1, x))))
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-_unary(E.erf_p, lambda x, y: B.mul(B.apply(E.exp_p, B.neg(_square(x))), _TWO_OVER_SQRT_PI))
-_unary(E.erfc_p, lambda x, y: B.mul(B.apply(E.exp_p, B.neg(_square(x))), -_TWO_OVER_SQRT_PI))
+
+
+def _exp_neg_square(x: Any) -> Any:
+    """``exp(-x**2)`` on ``x`` clamped (by a select) to ``[-c, c]`` where ``exp(-c**2)`` underflows (``c`` = 11 for float32 and
+    narrower, 28 for float64): the same values, but derivatives of every order that are 0 at +-inf and +-3e38,
+    not ``-2 x exp(-x**2) = inf * 0 = NaN`` (jax 0.12's answer; jax 0.10/0.11 give NaN there)."""
+    c = 28.0 if aval_of(x).dtype.itemsize > 4 else 11.0
+    big = B.apply(E.ge_p, B.apply(E.abs_p, x), c)  # (false at NaN: NaN stays NaN, and so do its derivatives)
+    return B.apply(E.exp_p, B.neg(_square(B.select(big, B.mul(B.apply(E.sign_p, x), c), x))))
+
+
+_unary(E.erf_p, lambda x, y: B.mul(_exp_neg_square(x), _TWO_OVER_SQRT_PI))
+_unary(E.erfc_p, lambda x, y: B.mul(_exp_neg_square(x), -_TWO_OVER_SQRT_PI))
 _unary(E.erf_inv_p, lambda x, y: B.mul(B.apply(E.exp_p, _square(y)), math.sqrt(math.pi) / 2))
 _unary(E.lgamma_p, lambda x, y: B.apply(E.digamma_p, x))
 
