@@ -43,9 +43,10 @@ try:
     _jaxlib_minor = tuple(int(p) for p in _dist_version("jaxlib").split(".")[:2])
 except Exception:  # noqa: BLE001 - no jaxlib metadata: leave XLA's defaults
     _jaxlib_minor = None
-_SUITE_SET_LOOP_EMITTERS = _jaxlib_minor == (0, 10) and "xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"]
-if _SUITE_SET_LOOP_EMITTERS:
+if _jaxlib_minor == (0, 10) and "xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " " + _LOOP_EMITTERS
+    os.environ["FTRANS_TESTS_LOOP_EMITTERS"] = "1"  # (pytest-xdist's workers inherit both)
+_SUITE_SET_LOOP_EMITTERS = os.environ.get("FTRANS_TESTS_LOOP_EMITTERS") == "1"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 _TEST_CACHE_DIR = tempfile.mkdtemp(prefix="ftrans-test-compilation-cache-")
@@ -101,7 +102,8 @@ def pytest_pyfunc_call(pyfuncitem):
 
     env = dict(os.environ)
     env["XLA_FLAGS"] = env["XLA_FLAGS"].replace(_LOOP_EMITTERS, "--xla_cpu_use_fusion_emitters=true")
-    env.pop("PYTEST_XDIST_WORKER", None)
+    for name in ("FTRANS_TESTS_LOOP_EMITTERS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        env.pop(name, None)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "--durations=0",
            "--no-header", "-W", "ignore::DeprecationWarning", pyfuncitem.nodeid]
     done = subprocess.run(cmd, cwd=str(pyfuncitem.config.rootpath), env=env, capture_output=True, text=True,
