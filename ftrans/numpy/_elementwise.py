@@ -657,10 +657,15 @@ atan2 = arctan2
 __all__.append("atan2")
 
 
+# How JAX's error for a complex operand begins, where code may match on it (the rest is ftrans's advice).
+_COMPLEX_LEADS = {"hypot": "jnp.hypot is not well defined for complex-valued inputs",
+                  "copysign": "copysign does not support complex-valued inputs"}
+
+
 def _real_only(name: str, a: Any, exc: type = FtransTypeError) -> None:
     if _dtype(a).kind == "c":
-        raise exc(f"{name} is not defined for complex-valued inputs; convert to real values first "
-                  "(for example with abs(x) or x.real)")
+        lead = _COMPLEX_LEADS.get(name, f"{name} is not defined for complex-valued inputs")
+        raise exc(f"{lead}; convert to real values first (for example with abs(x) or x.real)")
 
 
 @_export
