@@ -182,3 +182,39 @@ def test_bad_checkpoint_count_is_a_located_error(bad):
     assert isinstance(ei.value, ValueError)
     assert "while_checkpoints" in msg and "positive integer" in msg and "test_while_grad.py" in msg, msg
     assert ftrans.config.while_checkpoints == old
+
+
+def test_second_order_reverse_through_while_lowers_in_linear_dce_work(monkeypatch):
+    """``jit(grad(grad(f)))`` of a ``while_loop`` nests the loop's recomputation loops some twenty deep (98
+    loops for this 2-carry body).  Dead-code elimination reaches a fixed point per loop, and without its memo
+    every level redid the levels below: lowering took more than ten minutes.  Counting the eliminator's calls
+    pins the linear behaviour without timing anything; the value is checked against jax's gradient of the
+    unrolled loop (eagerly, and compiled in the thorough run)."""
+    from ftrans.transforms.passes import dce as dce_module
+    from tests.thorough import THOROUGH
+
+    calls = [0]
+    inner = dce_module._dce
+
+    def counting(*a, **k):
+        calls[0] += 1
+        return inner(*a, **k)
+
+    monkeypatch.setattr(dce_module, "_dce", counting)
+
+    def f(x):
+        return flax.while_loop(lambda c: c[1] < 3.0, lambda c: (c[0] * fjnp.sin(c[0]) + 1.0, c[1] + 1.0),
+                               (x, 0.0))[0]
+
+    def unrolled(x):
+        for _ in range(3):
+            x = x * jjnp.sin(x) + 1.0
+        return x
+
+    g2 = ftrans.grad(ftrans.grad(f))
+    lowered = ftrans.jit(g2).lower(F32(0.7))
+    assert calls[0] < 10_000, calls[0]
+    want = jax.grad(jax.grad(unrolled))(F32(0.7))
+    close(g2(F32(0.7)), want)
+    if THOROUGH:
+        close(lowered.compile()(F32(0.7)), want)

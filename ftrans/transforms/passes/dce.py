@@ -14,6 +14,8 @@ unread captured constants go, which also saves their transfer to the device.
 
 from __future__ import annotations
 
+import threading
+
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var, dce_rules, eqn_has_effects
 from ftrans.core.prims import control_flow as CF
 from ftrans.core.prims.calls import jit_call_p, remat_p
@@ -24,8 +26,26 @@ from ftrans.transforms.passes.pipeline import Pass, PassContext
 __all__ = ["DeadCodeElimination", "dce"]
 
 
+# The fixed points of ``scan``/``while`` carries prune a body several times, and each pruning of a body holding
+# another loop runs that loop's fixed point again: without a memo the work doubles per level of nesting, and
+# the nested loops of a second-order gradient through ``while`` took minutes.  Within one top-level ``dce`` call
+# a body pruned for the same outputs gives the same answer (jaxprs are immutable), so the silent prunings
+# (``ctx is None``: nothing recorded) are looked up by the body's identity and the used outputs.
+_state = threading.local()
+
+
 def _sub(closed: ClosedJaxpr, used_outs: list[bool], ctx: PassContext | None) -> tuple[ClosedJaxpr, list[bool]]:
-    new, used_in = dce(closed.jaxpr, used_outs, ctx)
+    memo = getattr(_state, "memo", None) if ctx is None else None
+    if memo is not None:
+        key = (id(closed.jaxpr), tuple(used_outs))
+        hit = memo.get(key)
+        if hit is not None and hit[0] is closed.jaxpr:
+            new, used_in = hit[1], list(hit[2])
+        else:
+            new, used_in = _dce(closed.jaxpr, used_outs, None)
+            memo[key] = (closed.jaxpr, new, tuple(used_in))  # (holding the body keeps its id unique)
+    else:
+        new, used_in = _dce(closed.jaxpr, used_outs, ctx)
     return (closed if new is closed.jaxpr else ClosedJaxpr(new, closed.consts)), used_in
 
 
@@ -156,6 +176,16 @@ _PRUNE_CALLS = {shard_map_p: _prune_shard_map, jit_call_p: _prune_call, remat_p:
 def dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None = None) -> tuple[Jaxpr, list[bool]]:
     """``jaxpr`` computing only the outputs marked used (the others are dropped from its outvars),
     and which of its inputs it still reads.  Control-flow equations are pruned through their bodies."""
+    if getattr(_state, "memo", None) is not None:
+        return _dce(jaxpr, used_outputs, ctx)
+    _state.memo = {}
+    try:
+        return _dce(jaxpr, used_outputs, ctx)
+    finally:
+        _state.memo = None
+
+
+def _dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None) -> tuple[Jaxpr, list[bool]]:
     live: set[int] = {id(v) for v, u in zip(jaxpr.outvars, used_outputs) if u and isinstance(v, Var)}
     kept: list[JaxprEqn] = []
     changed = not all(used_outputs)
