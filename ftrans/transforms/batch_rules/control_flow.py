@@ -30,6 +30,8 @@ elements:
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,7 +53,7 @@ from ftrans.core.prims.control_flow import (
     scan_split,
     while_p,
 )
-from ftrans.core.trace import aval_of, names_as, stage
+from ftrans.core.trace import Tracer, aval_of, names_as, stage
 from ftrans.errors import FtransValueError
 from ftrans.transforms.batching import (
     AxisFrame,
@@ -93,6 +95,13 @@ def _batch_body(closed: ClosedJaxpr, dims: Sequence[Any], frame: AxisFrame,
     captured is in leading inputs), those captured constants, and the outputs'
     batch dimensions (0 or ``not_mapped``).
     """
+    memo = getattr(_memo_state, "memo", None)
+    key = None
+    if memo is not None and not any(isinstance(c, Tracer) for c in closed.consts):
+        key = (id(closed), tuple(dims), frame.name, frame.size, frame.spmd_name, frame.explicit, tuple(force))
+        hit = memo.get(key)
+        if hit is not None and hit[0] is closed:
+            return hit[1], list(hit[2]), list(hit[3])
     in_avals = [_batched_aval(a, d, frame.size) for a, d in zip(closed.in_avals, dims)]
     box: list = []
 
@@ -112,7 +121,29 @@ def _batch_body(closed: ClosedJaxpr, dims: Sequence[Any], frame: AxisFrame,
 
     new, _ = stage(fun, in_avals)
     body, consts = hoist_consts(new)
+    if key is not None and not any(isinstance(c, Tracer) for c in consts):
+        memo[key] = (closed, body, tuple(consts), tuple(box[0]))  # (holding ``closed`` keeps its id unique)
     return body, list(consts), box[0]
+
+
+# The carry fixed points of ``while`` and ``scan`` batch a body once per round, and a body holding another loop
+# runs that loop's fixed point each time: without a memo the work multiplies per level of nesting (the nested
+# recomputation loops of ``vmap``/``jacrev`` of a second-order gradient through ``while_loop`` took minutes).
+# Within the outermost loop's rule a body batched at the same dimensions over the same axis is the same
+# program, so it is staged once; bodies closing over tracers are left out.
+_memo_state = threading.local()
+
+
+@contextlib.contextmanager
+def _memo_scope():
+    if getattr(_memo_state, "memo", None) is not None:
+        yield
+        return
+    _memo_state.memo = {}
+    try:
+        yield
+    finally:
+        _memo_state.memo = None
 
 
 def _stage(fun: Callable[..., list], in_avals: Sequence[ShapedArray]) -> tuple[ClosedJaxpr, list]:
@@ -216,6 +247,13 @@ def _cond_as_select(index: Any, index_dim: int, ops: list, op_dims: list, frame:
 @register_batching(while_p)
 def _while_batch(vals: list, dims: list, *, frame: AxisFrame, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr,
                  cond_nconsts: int, body_nconsts: int) -> tuple[list, list]:
+    with _memo_scope():
+        return _while_batch_rule(vals, dims, frame=frame, cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr,
+                                 cond_nconsts=cond_nconsts, body_nconsts=body_nconsts)
+
+
+def _while_batch_rule(vals: list, dims: list, *, frame: AxisFrame, cond_jaxpr: ClosedJaxpr,
+                      body_jaxpr: ClosedJaxpr, cond_nconsts: int, body_nconsts: int) -> tuple[list, list]:
     nc, nb = cond_nconsts, body_nconsts
     cc, bc, init = vals[:nc], vals[nc:nc + nb], vals[nc + nb:]
     cc_d, bc_d, init_d = dims[:nc], dims[nc:nc + nb], dims[nc + nb:]
@@ -272,6 +310,13 @@ def _while_batch(vals: list, dims: list, *, frame: AxisFrame, cond_jaxpr: Closed
 @register_batching(scan_p)
 def _scan_batch(vals: list, dims: list, *, frame: AxisFrame, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
                 length: int, reverse: bool, unroll: int) -> tuple[list, list]:
+    with _memo_scope():
+        return _scan_batch_rule(vals, dims, frame=frame, jaxpr=jaxpr, num_consts=num_consts, num_carry=num_carry,
+                                length=length, reverse=reverse, unroll=unroll)
+
+
+def _scan_batch_rule(vals: list, dims: list, *, frame: AxisFrame, jaxpr: ClosedJaxpr, num_consts: int,
+                     num_carry: int, length: int, reverse: bool, unroll: int) -> tuple[list, list]:
     consts, init, xs = scan_split(vals, num_consts, num_carry)
     consts_d, init_d, xs_d = scan_split(dims, num_consts, num_carry)
     n = num_carry
