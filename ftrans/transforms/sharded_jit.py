@@ -57,13 +57,16 @@ class _DeviceAssignmentError(FtransValueError, RuntimeError):
 __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 
 
-def constraint_meshes(jaxpr: Any) -> list:
+def constraint_meshes(jaxpr: Any, _seen: set | None = None) -> list:
     """The meshes (of several devices) that sharding constraints (and ``device_put``'s NamedSharding targets)
-    anywhere in ``jaxpr`` name."""
+    anywhere in ``jaxpr`` name.  A body shared by several equations (the nested loops of a higher-order
+    gradient share theirs) is read once (``_seen``: ids of the bodies read)."""
     from ftrans.core.ir import ClosedJaxpr, subjaxprs
     from ftrans.core.prims.shard_map import shard_map_p
     from ftrans.core.prims.sharding import device_put_p, sharding_constraint_p
 
+    if _seen is None:
+        _seen = set()
     out: list = []
     for eqn in jaxpr.eqns:
         if eqn.primitive is device_put_p:  # a NamedSharding target is a constraint too
@@ -77,7 +80,11 @@ def constraint_meshes(jaxpr: Any) -> list:
                 out.append(m)
         else:
             for sub in subjaxprs(eqn):
-                for m in constraint_meshes(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub):
+                body = sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub
+                if id(body) in _seen:
+                    continue
+                _seen.add(id(body))  # (the caller's jaxpr keeps every body alive: ids stay unique)
+                for m in constraint_meshes(body, _seen):
                     if m not in out:
                         out.append(m)
     return out

@@ -14,7 +14,7 @@ unread captured constants go, which also saves their transfer to the device.
 
 from __future__ import annotations
 
-import threading
+import weakref
 
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var, dce_rules, eqn_has_effects
 from ftrans.core.prims import control_flow as CF
@@ -27,23 +27,27 @@ __all__ = ["DeadCodeElimination", "dce"]
 
 
 # The fixed points of ``scan``/``while`` carries prune a body several times, and each pruning of a body holding
-# another loop runs that loop's fixed point again: without a memo the work doubles per level of nesting, and
-# the nested loops of a second-order gradient through ``while`` took minutes.  Within one top-level ``dce`` call
-# a body pruned for the same outputs gives the same answer (jaxprs are immutable), so the silent prunings
-# (``ctx is None``: nothing recorded) are looked up by the body's identity and the used outputs.
-_state = threading.local()
+# another loop runs that loop's fixed point again; the pass pipeline then visits every body on its own.  Without
+# a memo the work doubled per level of nesting, and the nested loops of a second-order gradient through
+# ``while`` took minutes to lower.  A body pruned for the same outputs gives the same answer (jaxprs are
+# immutable), so the silent prunings (``ctx is None``: nothing recorded) are kept per body, for as long as the
+# body lives.
+_memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _sub(closed: ClosedJaxpr, used_outs: list[bool], ctx: PassContext | None) -> tuple[ClosedJaxpr, list[bool]]:
-    memo = getattr(_state, "memo", None) if ctx is None else None
-    if memo is not None:
-        key = (id(closed.jaxpr), tuple(used_outs))
-        hit = memo.get(key)
-        if hit is not None and hit[0] is closed.jaxpr:
-            new, used_in = hit[1], list(hit[2])
+    if ctx is None:
+        per = _memo.get(closed.jaxpr)
+        key = tuple(used_outs)
+        hit = per.get(key) if per is not None else None
+        if hit is not None:
+            new, used_in = (closed.jaxpr if hit[0] is None else hit[0]), list(hit[1])
         else:
             new, used_in = _dce(closed.jaxpr, used_outs, None)
-            memo[key] = (closed.jaxpr, new, tuple(used_in))  # (holding the body keeps its id unique)
+            if per is None:
+                per = _memo.setdefault(closed.jaxpr, {})
+            # (an unchanged body is kept as None: a value holding its own key would never be collected)
+            per[key] = (None if new is closed.jaxpr else new, tuple(used_in))
     else:
         new, used_in = _dce(closed.jaxpr, used_outs, ctx)
     return (closed if new is closed.jaxpr else ClosedJaxpr(new, closed.consts)), used_in
@@ -176,16 +180,33 @@ _PRUNE_CALLS = {shard_map_p: _prune_shard_map, jit_call_p: _prune_call, remat_p:
 def dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None = None) -> tuple[Jaxpr, list[bool]]:
     """``jaxpr`` computing only the outputs marked used (the others are dropped from its outvars),
     and which of its inputs it still reads.  Control-flow equations are pruned through their bodies."""
-    if getattr(_state, "memo", None) is not None:
-        return _dce(jaxpr, used_outputs, ctx)
-    _state.memo = {}
-    try:
-        return _dce(jaxpr, used_outputs, ctx)
-    finally:
-        _state.memo = None
+    return _dce(jaxpr, used_outputs, ctx)
+
+
+# Jaxprs a pruning made (or found already minimal), for every output: pruning them again changes nothing.
+# The pipeline visits each body after the pruning of its parent has pruned it (and recursively all of its
+# own bodies); these sets let that visit stop at once instead of walking the subtree again (quadratic in the
+# nesting).  A silent pruning (``ctx is None``) also prunes calls' bodies, which a pass run leaves to the
+# pipeline, so what a pass run made is clean for pass runs only.
+_clean_all: weakref.WeakSet = weakref.WeakSet()
+_clean_pass: weakref.WeakSet = weakref.WeakSet()
+
+
+def _reads(jaxpr: Jaxpr) -> list[bool]:
+    read = {id(a) for e in jaxpr.eqns for a in e.invars if isinstance(a, Var)}
+    read.update(id(v) for v in jaxpr.outvars if isinstance(v, Var))
+    return [id(v) in read for v in jaxpr.invars]
 
 
 def _dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None) -> tuple[Jaxpr, list[bool]]:
+    if all(used_outputs) and (jaxpr in _clean_all or (ctx is not None and jaxpr in _clean_pass)):
+        return jaxpr, _reads(jaxpr)
+    new, used_in = _prune(jaxpr, used_outputs, ctx)
+    (_clean_all if ctx is None else _clean_pass).add(new)
+    return new, used_in
+
+
+def _prune(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None) -> tuple[Jaxpr, list[bool]]:
     live: set[int] = {id(v) for v, u in zip(jaxpr.outvars, used_outputs) if u and isinstance(v, Var)}
     kept: list[JaxprEqn] = []
     changed = not all(used_outputs)
