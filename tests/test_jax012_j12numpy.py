@@ -1,0 +1,221 @@
+"""jax 0.11/0.12's ``jax.numpy`` and ``jax.nn`` changes that ftrans follows whichever jax is installed.
+
+- ``jnp.top_k`` and ``jnp.minmax`` (public since jax 0.11): checked against jax where it has them, else against
+  NumPy. ``top_k(mode='smallest')`` ranks integers by ``~x`` (jax 0.12's fix: jax 0.11 negated, so the type's
+  minimum, whose negation overflows to itself, came last); ``minmax`` takes ``initial`` as a pair and raises
+  jax 0.12's errors;
+- further hunks of jax 0.12's ``jax/_src/numpy`` and ``jax/_src/nn`` (see each section).
+
+Each value is checked eagerly and under ``ftrans.jit`` (and ``vmap``/``grad`` where they apply).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fnp
+
+JAX011 = jax.__version_info__ >= (0, 11)
+JAX012 = jax.__version_info__ >= (0, 12)
+
+
+def _eq(got, want):
+    """Same values (NaN = NaN, and -0.0 != +0.0), dtype and shape."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got, want)
+    np.testing.assert_array_equal(got, want)
+    if got.dtype.kind == "f":
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def _eq_tree(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        _eq(g, w)
+
+
+# ---------------------------------------------------------------- top_k
+def _np_top_k(x, k, axis, mode):
+    """NumPy's reference (for inputs without NaN or zeros): a stable sort, ties by index."""
+    key = np.asarray(x).astype(np.float64)
+    order = np.argsort(-key if mode == "largest" else key, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(np.asarray(x), idx, axis), idx.astype(np.int32)
+
+
+TOP_K_CASES = [
+    (np.float32([np.nan, 1.0, -0.0, 0.0, -np.inf, np.inf, np.nan, 2.0]), 5, -1),
+    (np.float32([[3.0, 1.0, 2.0, 1.0], [-1.0, -5.0, 7.0, 0.5]]), 2, 1),
+    (np.float32([[3.0, 1.0, 2.0, 1.0], [-1.0, -5.0, 7.0, 0.5]]), 1, 0),
+    (np.int8([-128, 5, -128, 127, 0, -1]), 3, 0),
+    (np.int32([np.iinfo(np.int32).min, 0, 7, np.iinfo(np.int32).max]), 2, -1),
+    (np.uint8([0, 255, 3, 0, 254]), 3, -1),
+    (np.array([True, False, True, False]), 3, -1),
+    (np.array([1, 3, 1, 3, 1], np.int32), 4, -1),
+    (np.float16([1, -2, 3, -2]), 2, -1),
+    (np.arange(24, dtype=np.float32).reshape(2, 3, 4) % 5, 2, 1),
+    (np.float32([4.0, 1.0]), 0, -1),
+]
+
+# jax 0.11 ranked integers for mode='smallest' by their negation, which overflows at the type's minimum (and
+# bitwise_not(-128) is 127): the minimum came last.  jax 0.12 ranks by ~x, as ftrans.
+_JAX011_SMALLEST_INT_MIN = {3, 4}
+
+
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+@pytest.mark.parametrize("i", range(len(TOP_K_CASES)))
+def test_top_k_matches_jax_and_numpy(i, mode):
+    x, k, axis = TOP_K_CASES[i]
+    f = lambda v: fnp.top_k(v, k, axis=axis, mode=mode)  # noqa: E731
+    got, got_jit = f(x), ftrans.jit(f)(x)
+    _eq_tree(got, got_jit)
+    if x.dtype.kind != "f" or not np.isnan(x).any() and not (x == 0).any():
+        ref = _np_top_k(x, k, axis, mode)
+        _eq(got[1], ref[1])
+        _eq(got[0], ref[0])
+    if JAX011 and not (not JAX012 and mode == "smallest" and i in _JAX011_SMALLEST_INT_MIN):
+        _eq_tree(got, jjnp.top_k(x, k, axis=axis, mode=mode))
+
+
+def test_top_k_smallest_puts_nan_last_and_minus_zero_first():
+    x = np.float32([np.nan, 1.0, 0.0, -0.0, -np.inf, np.nan])
+    vals, idx = fnp.top_k(x, 6, mode="smallest")
+    _eq(vals, np.float32([-np.inf, -0.0, 0.0, 1.0, np.nan, np.nan]))
+    _eq(idx, np.int32([4, 3, 2, 1, 0, 5]))
+    vals, idx = fnp.top_k(x, 3)
+    _eq(vals, np.float32([np.nan, np.nan, 1.0]))
+    _eq(idx, np.int32([0, 5, 1]))
+
+
+def test_top_k_vmap_and_grad_like_jax():
+    x = np.float32([[3.0, 1.0, 2.0], [0.5, -2.0, 9.0]])
+    got = ftrans.vmap(lambda v: fnp.top_k(v, 2, mode="smallest"))(x)
+    _eq_tree(got, (np.float32([[1.0, 2.0], [-2.0, 0.5]]), np.int32([[1, 2], [1, 0]])))
+    g = ftrans.grad(lambda v: fnp.top_k(v, 2, mode="smallest")[0].sum())(x[0])
+    np.testing.assert_array_equal(np.asarray(g), [0.0, 1.0, 1.0])
+    g = ftrans.grad(lambda v: (fnp.top_k(v, 1)[0] * 3.0).sum())(x[1])
+    np.testing.assert_array_equal(np.asarray(g), [0.0, 0.0, 3.0])
+    if JAX011:
+        jg = jax.grad(lambda v: jjnp.top_k(v, 2, mode="smallest")[0].sum())(x[0])
+        np.testing.assert_array_equal(np.asarray(jg), [0.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("call, exc", [
+    (lambda m: m.top_k(m.array([1j, 2.0]), 1), ValueError),
+    (lambda m: m.top_k(m.arange(3), 1, mode="big"), ValueError),
+    (lambda m: m.top_k(m.arange(3), -1), ValueError),
+    (lambda m: m.top_k(m.arange(3), 4), ValueError),
+    (lambda m: m.top_k(m.arange(3), 1.0), TypeError),
+    (lambda m: m.top_k(m.arange(6).reshape(2, 3), 1, axis=2), ValueError),
+    (lambda m: m.top_k(m.array(1.0), 1), ValueError),
+    (lambda m: m.top_k([3, 1, 2], 1), TypeError),
+    (lambda m: m.top_k(m.arange(3), k=1), TypeError),
+])
+def test_top_k_errors_like_jax(call, exc):
+    with pytest.raises(exc):
+        call(fnp)
+    if JAX011:
+        with pytest.raises(exc):
+            call(jjnp)
+
+
+def test_top_k_signature_like_jax():
+    import inspect
+
+    def sig(f):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+
+    assert [(n, d) for n, _, d in sig(fnp.top_k)][1:] == [("k", inspect.Parameter.empty), ("axis", -1),
+                                                          ("mode", "largest"), ("sorted", True)]
+    if JAX011:
+        assert sig(fnp.top_k) == sig(jjnp.top_k)
+
+
+# ---------------------------------------------------------------- minmax
+X = np.int32([[2, 5, 1, 6], [3, -7, -2, 4], [8, -4, 1, -3]])
+XF = np.float32([[2.5, np.nan, 1.0], [-3.0, 4.0, 0.5]])
+
+MINMAX_CASES = [
+    (X, {}),
+    (X, {"axis": 0, "keepdims": True}),
+    (X, {"axis": (0, 1)}),
+    (X, {"axis": [1]}),
+    (X, {"axis": -1}),
+    (X, {"initial": 0}),
+    (X, {"axis": 1, "initial": (0, 5)}),
+    (X, {"initial": (-9.5, 9.5)}),
+    (X, {"initial": (None, 50)}),
+    (X, {"axis": 1, "where": X > 0, "initial": (100, -100)}),
+    (X, {"axis": 0, "where": np.array([True, False, True, False]), "initial": (100, -100)}),
+    (np.zeros((0, 3), np.float32), {"axis": 0, "initial": (1.0, 2.0)}),
+    (np.zeros((0, 3), np.float32), {"axis": 1}),
+    (XF, {}),
+    (XF, {"axis": 1}),
+    (np.array([True, False]), {}),
+    (np.array([True, False]), {"where": np.array([True, False]), "initial": (True, False)}),
+    (np.array([1 + 2j, 1 - 1j, -1 + 0j], np.complex64), {}),
+    (np.uint8([3, 200]), {"where": np.array([True, False]), "initial": (255, 0)}),
+    (np.float16([1, 2, -3]), {"axis": 0}),
+    (np.float32([np.inf, -np.inf]), {"initial": (0.0, 0.0)}),
+    (3.0, {}),
+    (np.arange(24, dtype=np.float32).reshape(2, 3, 4), {"axis": (0, 2), "keepdims": True}),
+]
+
+
+def _np_minmax(x, axis=None, keepdims=False, initial=None, where=None):
+    init_min, init_max = initial if isinstance(initial, tuple) else (initial, initial)
+    x = np.asarray(x)
+    axis = tuple(axis) if isinstance(axis, list) else axis
+    kw = dict(axis=axis, keepdims=keepdims)
+    if where is not None:
+        kw["where"] = where
+    lo = np.min(x, **kw, **({} if init_min is None else {"initial": np.asarray(init_min).astype(x.dtype)}))
+    hi = np.max(x, **kw, **({} if init_max is None else {"initial": np.asarray(init_max).astype(x.dtype)}))
+    return np.asarray(lo, x.dtype), np.asarray(hi, x.dtype)
+
+
+@pytest.mark.parametrize("i", range(len(MINMAX_CASES)))
+def test_minmax_matches_jax_and_numpy(i):
+    x, kw = MINMAX_CASES[i]
+    got = fnp.minmax(x, **kw)
+    assert isinstance(got, tuple) and len(got) == 2
+    _eq_tree(ftrans.jit(lambda v: fnp.minmax(v, **kw))(x), got)
+    if np.asarray(x).dtype.kind != "c":
+        ref = _np_minmax(x, **kw)
+        _eq(got[0], ref[0].astype(np.asarray(got[0]).dtype))
+        _eq(got[1], ref[1].astype(np.asarray(got[1]).dtype))
+    if JAX011:
+        _eq_tree(got, jjnp.minmax(x, **kw))
+
+
+def test_minmax_is_the_pair_of_min_and_max_under_transforms():
+    x = np.float32([1.0, 3.0, 2.0, 3.0])
+    g = ftrans.grad(lambda v: sum(fnp.minmax(v)))(x)
+    np.testing.assert_array_equal(np.asarray(g), [1.0, 0.5, 0.0, 0.5])
+    got = ftrans.vmap(lambda v: fnp.minmax(v))(XF)
+    _eq_tree(got, (np.float32([np.nan, -3.0]), np.float32([np.nan, 4.0])))
+    if JAX011:
+        np.testing.assert_array_equal(np.asarray(jax.grad(lambda v: sum(jjnp.minmax(v)))(x)), np.asarray(g))
+
+
+@pytest.mark.parametrize("call, exc", [
+    (lambda m: m.minmax(m.asarray(X), where=X > 0), ValueError),
+    (lambda m: m.minmax(m.asarray(X), where=X > 0, initial=(None, 5)), ValueError),
+    (lambda m: m.minmax(m.zeros((0, 3)), axis=0), ValueError),
+    (lambda m: m.minmax(m.zeros((0, 3)), axis=0, initial=(None, 1.0)), ValueError),
+    (lambda m: m.minmax(m.asarray(X), out=np.zeros(2)), NotImplementedError),
+    (lambda m: m.minmax(m.asarray(X), initial=(m.zeros(2), 1)), ValueError),
+    (lambda m: m.minmax(m.asarray(X), initial=[0, 5]), TypeError),
+    (lambda m: m.minmax([1, 2, 3]), TypeError),
+    (lambda m: m.minmax(m.asarray(X), axis=2), ValueError),
+])
+def test_minmax_errors_like_jax(call, exc):
+    with pytest.raises(exc):
+        call(fnp)
+    if JAX011:
+        with pytest.raises(exc):
+            call(jjnp)
