@@ -219,3 +219,94 @@ def test_minmax_errors_like_jax(call, exc):
     if JAX011:
         with pytest.raises(exc):
             call(jjnp)
+
+
+# ---------------------------------------------------------------- atleast_nd: several inputs give a tuple
+@pytest.mark.parametrize("name", ["atleast_1d", "atleast_2d", "atleast_3d"])
+def test_atleast_nd_of_several_inputs_is_a_tuple_as_jax012(name):
+    """jax 0.12 (and NumPy 2) return a tuple for several inputs or none; jax 0.10 and 0.11 returned a list."""
+    f = getattr(fnp, name)
+    x, y = np.float32(1.0), np.arange(4, dtype=np.int32)
+    got = f(x, y)
+    assert type(got) is tuple and len(got) == 2
+    assert f() == ()
+    staged = ftrans.jit(lambda a, b: f(a, b))(x, y)
+    assert type(staged) is tuple
+    ndim = int(name[-2])
+    for g, s, v in zip(got, staged, (x, y)):
+        want = getattr(np, name)(v)
+        _eq(g, want.astype(g.dtype))
+        _eq(s, want.astype(g.dtype))
+        assert np.ndim(g) >= ndim
+    if JAX012:
+        want = getattr(jjnp, name)(x, y)
+        assert type(want) is tuple
+        _eq_tree(got, want)
+        assert getattr(jjnp, name)() == ()
+
+
+# ---------------------------------------------------------------- nonzero: the fill value sets a strong dtype
+NZ_X = np.array([[0, 1], [2, 0]], np.int32)
+NONZERO_CASES = [
+    ("nonzero", {"size": 3, "fill_value": -1.5}, np.float32),
+    ("nonzero", {"size": 3, "fill_value": (1.5, 2)}, np.float32),
+    ("nonzero", {"size": 3, "fill_value": 1j}, np.complex64),
+    ("nonzero", {"size": 3, "fill_value": np.nan}, np.float32),
+    ("nonzero", {"size": 3, "fill_value": np.float16(2)}, np.float16),
+    ("nonzero", {"size": 3, "fill_value": 7}, np.int32),
+    ("nonzero", {"size": 3, "fill_value": True}, np.int32),
+    ("nonzero", {"size": 3, "fill_value": np.uint8(3)}, np.int32),
+    ("nonzero", {"size": 0, "fill_value": 1.5}, np.float32),
+    ("nonzero", {"fill_value": 1.5}, np.float32),
+    ("flatnonzero", {"size": 5, "fill_value": 1.5}, np.float32),
+    ("argwhere", {"size": 3, "fill_value": 1.5}, np.float32),
+    ("argwhere", {"size": 3, "fill_value": (1.5, 2)}, np.float32),
+]
+
+
+def _nonzero_ref(name, x, size=None, fill_value=None):
+    """NumPy's indices, truncated or padded to ``size`` with ``fill_value``."""
+    cols = np.nonzero(np.ravel(x) if name == "flatnonzero" else x)
+    fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * len(cols)
+    n = len(cols[0]) if size is None else size
+    cols = [np.concatenate([c[:n], np.full(max(0, n - len(c)), f if f is not None else 0)]) for c, f in
+            zip(cols, fills)]
+    if name == "argwhere":
+        return np.stack(cols, axis=1)
+    return cols[0] if name == "flatnonzero" else tuple(cols)
+
+
+@pytest.mark.parametrize("i", range(len(NONZERO_CASES)))
+def test_nonzero_fill_value_sets_a_strong_dtype_as_jax012(i):
+    """jax 0.12: the indices take ``result_type(default int, *fill values)``, strongly typed, the same for every
+    axis (jax 0.10/0.11: a float fill gave weak float indices, and a tuple of fills a dtype per axis; ftrans's
+    argwhere of mixed fills was even float64)."""
+    name, kw, dt = NONZERO_CASES[i]
+    f = lambda v: getattr(fnp, name)(v, **kw)  # noqa: E731
+    got = f(NZ_X)
+    outs = got if isinstance(got, tuple) else (got,)
+    ref = _nonzero_ref(name, NZ_X, **kw)
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    for g, r in zip(outs, refs):
+        assert g.dtype == dt and not g.weak_type, (g.dtype, g.weak_type)
+        _eq(g, r.astype(dt))
+    if "size" in kw:
+        staged = ftrans.jit(f)(NZ_X)
+        _eq_tree(staged if isinstance(staged, tuple) else (staged,), outs)
+        assert all(not s.weak_type for s in (staged if isinstance(staged, tuple) else (staged,)))
+    if JAX012:
+        want = getattr(jjnp, name)(NZ_X, **kw)
+        wants = want if isinstance(want, tuple) else (want,)
+        _eq_tree(outs, wants)
+        assert [w.weak_type for w in wants] == [g.weak_type for g in outs]
+
+
+def test_nonzero_fill_value_errors_and_vmap():
+    with pytest.raises(ValueError, match="length equal to number of axes"):
+        fnp.nonzero(NZ_X, size=3, fill_value=(1, 2, 3))
+    with pytest.raises(ValueError, match="scalar"):
+        fnp.nonzero(NZ_X, size=3, fill_value=np.ones(2))
+    got = ftrans.vmap(lambda v: fnp.nonzero(v, size=3, fill_value=-1.5))(NZ_X)
+    _eq_tree(got, (np.float32([[1, -1.5, -1.5], [0, -1.5, -1.5]]),))
+    if JAX012:
+        _eq_tree(got, jax.vmap(lambda v: jjnp.nonzero(v, size=3, fill_value=-1.5))(NZ_X))

@@ -1434,7 +1434,8 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
         size: Optional static number of indices per axis to return.
         fill_value: Index (or one per axis) used to pad up to `size` (default 0).
     Returns:
-        A tuple of `a.ndim` integer arrays, one per axis.
+        A tuple of `a.ndim` arrays, one per axis, of the default int dtype, or with `fill_value` of the dtype
+        it promotes to with that (float32 for a Python float fill), as jax 0.12's.
 
     Examples:
         >>> x = jnp.array([[0, 3], [4, 0]])
@@ -1456,11 +1457,14 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
     shape = shape_of(mask)
     n_out = _static_size("nonzero", mask, size)
     idt = dtypes.default_int()
+    # The indices take the dtype the fill values promote with the default int (a strong dtype, as jax 0.12's:
+    # a float fill gives float32 indices; jax 0.10 and 0.11 gave weak ones, and each axis its own dtype).
+    odt, fills = _nonzero_fills(fill_value, len(shape), idt)
     if n_out < 0:
         raise FtransValueError(f"nonzero: size must be non-negative, got {n_out}")
     total = math.prod(shape)
     if total == 0 or n_out == 0:
-        return tuple(_full((n_out,), 0, idt) for _ in shape)
+        return tuple(_full((n_out,), 0, odt) for _ in shape)
     flat = _reshape(mask, (total,))
     ones = S.convert_element_type_p.bind(flat, new_dtype=idt, weak_type=False)
     csum = _cumsum_1d(ones)
@@ -1480,20 +1484,34 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
             v = E.div_p.bind(v, _dim_scalar(stride, idt))
         if dim * stride != total:
             v = E.rem_p.bind(v, _dim_scalar(dim, idt))
+        if odt != idt:
+            v = S.convert_element_type_p.bind(v, new_dtype=odt, weak_type=False)
         out.append(v)
-    if fill_value is None:
+    if fills is None:
         return tuple(out)
-    fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * len(shape)
-    if len(fills) != len(shape) or any(np.shape(f) != () for f in fills):
-        raise FtransValueError(
-            f"nonzero: fill_value must be a scalar or a tuple of length {len(shape)}; got {fill_value!r}"
-        )
     from ftrans.numpy._elementwise import where
 
     count = S.slice_p.bind(csum, start_indices=(total - 1,), limit_indices=(total,), strides=None)
     pad = E.ge_p.bind(_iota(n_out, idt), S.broadcast_in_dim_p.bind(
         count, shape=(n_out,), broadcast_dimensions=(0,)))
     return tuple(where(pad, f, o) for f, o in zip(fills, out))
+
+
+def _nonzero_fills(fill_value: Any, ndim: int, idt: np.dtype) -> tuple[np.dtype, tuple | None]:
+    """The dtype of ``nonzero``'s indices and its fill values, one scalar per axis, in that dtype."""
+    if fill_value is None:
+        return idt, None
+    from ftrans.core.operands import result_type
+    from ftrans.numpy._creation import asarray
+
+    fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * ndim
+    if len(fills) != ndim:
+        raise FtransValueError(f"nonzero: fill_value tuple must have length equal to number of axes ({ndim}); "
+                               f"got {len(fills)}")
+    if any(np.shape(f) != () for f in fills):
+        raise FtransValueError(f"nonzero: fill_value must be a scalar or a tuple of scalars; got {fill_value!r}")
+    odt = np.dtype(result_type(idt, *fills))
+    return odt, tuple(asarray(f, dtype=odt) for f in fills)
 
 
 def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
