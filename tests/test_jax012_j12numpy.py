@@ -310,3 +310,28 @@ def test_nonzero_fill_value_errors_and_vmap():
     _eq_tree(got, (np.float32([[1, -1.5, -1.5], [0, -1.5, -1.5]]),))
     if JAX012:
         _eq_tree(got, jax.vmap(lambda v: jjnp.nonzero(v, size=3, fill_value=-1.5))(NZ_X))
+
+
+# ---------------------------------------------------------------- svd(hermitian=True) at a zero eigenvalue
+SVD_HERM_CASES = [
+    np.diag([2.0, -3.0, 0.0, 1.0]).astype(np.float32),
+    np.zeros((2, 2), np.float32),
+    np.float32([[1.0, 1.0], [1.0, 1.0]]),  # eigenvalues 0 and 2
+    np.stack([np.diag([0.0, -1.0]), np.diag([4.0, 0.0])]).astype(np.float32),
+    np.diag([0.0, 2.0 + 0j]).astype(np.complex64),
+]
+
+
+@pytest.mark.parametrize("i", range(len(SVD_HERM_CASES)))
+def test_svd_hermitian_keeps_the_vector_of_a_zero_eigenvalue_as_jax012(i):
+    """jax 0.12: a zero eigenvalue's sign is +1, so ``U @ diag(S) @ Vh`` is ``a`` and ``Vh`` is unitary (jax 0.10
+    and 0.11 took ``sign(0) = 0`` and zeroed that row of ``Vh``)."""
+    a = SVD_HERM_CASES[i]
+    for u, s, vh in (fnp.linalg.svd(a, hermitian=True), ftrans.jit(lambda m: fnp.linalg.svd(m, hermitian=True))(a)):
+        u, s, vh = np.asarray(u), np.asarray(s), np.asarray(vh)
+        np.testing.assert_allclose(u @ (s[..., :, None] * vh), a, atol=1e-5)
+        eye = np.broadcast_to(np.eye(a.shape[-1]), a.shape)
+        np.testing.assert_allclose(vh @ np.conj(np.swapaxes(vh, -1, -2)), eye, atol=1e-5)
+        np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), atol=1e-5)
+    if JAX012:
+        _eq_tree(fnp.linalg.svd(a, hermitian=True), jjnp.linalg.svd(a, hermitian=True))
