@@ -335,3 +335,27 @@ def test_svd_hermitian_keeps_the_vector_of_a_zero_eigenvalue_as_jax012(i):
         np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), atol=1e-5)
     if JAX012:
         _eq_tree(fnp.linalg.svd(a, hermitian=True), jjnp.linalg.svd(a, hermitian=True))
+
+
+# ---------------------------------------------------------------- ufunc.reduceat(dtype=)
+REDUCEAT_CASES = [
+    ("add", np.uint8([200, 100, 50, 7]), [0, 2], np.int32),
+    ("multiply", np.float32([1.5, 2.5, 3.5]), [0, 1], np.int32),
+    ("add", np.int32([1, 2, 3, 4, 5]), [0, 3, 1], np.float32),
+    ("maximum", np.float32([[1.5, -2.5], [0.5, 4.0]]), [1, 0], np.int8),
+    ("add", np.bool_([True, True, False, True]), [0, 2], np.int32),
+]
+
+
+@pytest.mark.parametrize("i", range(len(REDUCEAT_CASES)))
+def test_ufunc_reduceat_dtype_converts_the_input_first_as_jax012(i):
+    """jax 0.12 converts ``a`` to ``dtype`` before reducing; jax 0.10 and 0.11 ignored ``dtype`` (uint8 sums
+    wrapped around, the result kept ``a``'s dtype)."""
+    name, a, idx, dt = REDUCEAT_CASES[i]
+    got = getattr(fnp, name).reduceat(a, np.int32(idx), dtype=dt)
+    staged = ftrans.jit(lambda v: getattr(fnp, name).reduceat(v, np.int32(idx), dtype=dt))(a)
+    want = getattr(np, name).reduceat(a.astype(dt), idx).astype(dt)  # (NumPy sums int32 in int64)
+    _eq(got, want)
+    _eq(staged, want)
+    if JAX012:
+        _eq(got, getattr(jjnp, name).reduceat(a, np.int32(idx), dtype=dt))
