@@ -359,3 +359,80 @@ def test_ufunc_reduceat_dtype_converts_the_input_first_as_jax012(i):
     _eq(staged, want)
     if JAX012:
         _eq(got, getattr(jjnp, name).reduceat(a, np.int32(idx), dtype=dt))
+
+
+# ---------------------------------------------------------------- x.at[idx].get(strategy=)
+AT_X = np.arange(24, dtype=np.int32).reshape(4, 6)
+STRATEGY_OK = [
+    ((slice(1, 3),), "static_slice", {}),
+    ((2, slice(None, None, 2)), "static_slice", {}),
+    ((-1, None, Ellipsis), "static_slice", {}),
+    ((7,), "static_slice", {"mode": "clip"}),
+    ((2,), "dynamic_slice", {}),
+    ((np.int32(2), slice(1, 4)), "dynamic_slice", {}),
+    ((slice(None), slice(None, None, -1)), "dynamic_slice", {}),
+    ((np.array(9),), "dynamic_slice", {"mode": "clip"}),
+    ((slice(1, 3), 2), "gather", {}),
+    ((np.array([3, 0]),), "gather", {}),
+    ((np.array([3, 0]),), "auto", {}),
+]
+
+
+@pytest.mark.parametrize("i", range(len(STRATEGY_OK)))
+def test_at_get_strategy_reads_the_same_values_as_jax012(i):
+    """jax 0.12's ``x.at[idx].get(strategy=)`` picks the operation that reads ``x[idx]``; the values do not
+    change."""
+    idx, strategy, kw = STRATEGY_OK[i]
+    want = fnp.asarray(AT_X).at[idx].get(**kw)
+    got = fnp.asarray(AT_X).at[idx].get(strategy=strategy, **kw)
+    staged = ftrans.jit(lambda v: v.at[idx].get(strategy=strategy, **kw))(AT_X)
+    _eq(got, want)
+    _eq(staged, want)
+    if JAX012:
+        _eq(got, jjnp.asarray(AT_X).at[idx].get(strategy=strategy, **kw))
+
+
+def test_at_get_strategy_picks_the_operation():
+    def prims(strategy, idx):
+        jaxpr = ftrans.make_jaxpr(lambda v: v.at[idx].get(strategy=strategy))(AT_X)
+        return {e.primitive.name for e in jaxpr.jaxpr.eqns}
+
+    assert "gather" in prims("gather", (slice(1, 3),))
+    assert "gather" not in prims("static_slice", (slice(1, 3),))
+    assert "dynamic_slice" in prims("dynamic_slice", (1,))
+    traced = ftrans.make_jaxpr(lambda v, i: v.at[i, 1:3].get(strategy="dynamic_slice"))(AT_X, 2)
+    assert "dynamic_slice" in {e.primitive.name for e in traced.jaxpr.eqns}
+
+
+STRATEGY_BAD = [
+    ((np.array([1, 3]),), "static_slice", {}, TypeError),
+    ((np.array(1),), "static_slice", {}, TypeError),
+    ((np.array([True, False, True, False]),), "static_slice", {}, TypeError),
+    ((7,), "static_slice", {}, IndexError),
+    ((1,), "static_slice", {"mode": "fill"}, ValueError),
+    ((np.array([1, 2]),), "dynamic_slice", {}, TypeError),
+    ((slice(None), slice(None, None, 2)), "dynamic_slice", {}, TypeError),
+    ((np.array([True, False, True, False]),), "dynamic_slice", {}, TypeError),
+    ((1,), "dynamic_slice", {"mode": "fill"}, ValueError),
+    ((1,), "foo", {}, ValueError),
+    ((1,), "scatter", {}, ValueError),
+    ((1,), 3, {}, TypeError),
+]
+
+
+@pytest.mark.parametrize("i", range(len(STRATEGY_BAD)))
+def test_at_get_strategy_refuses_what_it_cannot_read_like_jax012(i):
+    idx, strategy, kw, exc = STRATEGY_BAD[i]
+    with pytest.raises(exc):
+        fnp.asarray(AT_X).at[idx].get(strategy=strategy, **kw)
+    if JAX012:
+        with pytest.raises(exc):
+            jjnp.asarray(AT_X).at[idx].get(strategy=strategy, **kw)
+
+
+def test_at_get_strategy_with_a_traced_index():
+    f = ftrans.jit(lambda v, i: v.at[i].get(strategy="static_slice"))
+    with pytest.raises(TypeError, match="static_slice"):
+        f(AT_X, 2)
+    got = ftrans.jit(lambda v, i: v.at[ftrans.ds(i, 2)].get(strategy="dynamic_slice"))(AT_X, 1)
+    _eq(got, AT_X[1:3])

@@ -840,9 +840,44 @@ def _gather_index(x: Any, entries: list[_Entry], mode: GatherScatterMode, fill_v
 # x[idx]
 
 
+_STRATEGIES = ("auto", "gather", "scatter", "static_slice", "dynamic_slice")
+
+
+def _indexing_strategy(strategy: Any) -> str:
+    """``x.at[idx].get(strategy=)``'s value (jax 0.12): one of JAX's strategy names, or its enum member."""
+    value = strategy if isinstance(strategy, str) else getattr(strategy, "value", None)
+    if not isinstance(value, str) or (not isinstance(strategy, str) and type(strategy).__name__ != "IndexingStrategy"):
+        raise FtransTypeError(f"Expected strategy to be IndexingStrategy or str; got {strategy!r}")
+    if value not in _STRATEGIES:
+        raise FtransValueError(f"Unknown indexing strategy: {strategy!r}; use 'auto', 'gather', 'static_slice' "
+                               "or 'dynamic_slice'")
+    if value == "scatter":
+        raise FtransValueError("Indexing strategy IndexingStrategy.SCATTER is not supported for take.")
+    return value
+
+
+def _check_strategy(strategy: str, entries: list[_Entry], parsed: Any) -> None:
+    """JAX's refusals of a slicing strategy the index does not allow."""
+    if parsed not in (GatherScatterMode.PROMISE_IN_BOUNDS, GatherScatterMode.CLIP):
+        raise FtransValueError(f"{strategy} requires mode='promise_in_bounds' or mode='clip'")
+    for e in entries:
+        if strategy == "static_slice":
+            static_ds = e.kind == "dslice" and isinstance(e.value.start, (int, np.integer))
+            if e.kind not in ("none", "slice", "int") and not static_ds:
+                raise FtransTypeError("static_slice: indices must be static scalars or slices. Got index of type "
+                                      f"{type(e.value).__name__}; use strategy='dynamic_slice' or 'gather'")
+        elif e.kind == "bool":
+            raise FtransTypeError("dynamic_slice: indices must be scalars or slices. Got a boolean index")
+        elif e.kind == "array" and (isinstance(e.value, (list, tuple)) or shape_of(e.value) != ()):
+            raise FtransTypeError("dynamic_slice: only scalar indices allowed. Got an index array of shape "
+                                  f"{tuple(np.shape(e.value))}")
+        elif (e.kind == "slice" and e.value.step not in (None, 1, -1)) or (e.kind == "dslice" and e.value.stride != 1):
+            raise FtransTypeError(f"dynamic_slice: only unit steps supported in slice. Got {e.value}")
+
+
 def _rewriting_take(x: Any, idx: Any, *, mode: Any = None, fill_value: Any = None,
                     indices_are_sorted: bool = False, unique_indices: bool = False,
-                    normalize: bool = True, out_sharding: Any = None) -> Any:
+                    normalize: bool = True, out_sharding: Any = None, strategy: str = "auto") -> Any:
     x = as_operand(x)
     shape = shape_of(x)
     entries = _parse(idx, shape)
@@ -852,7 +887,14 @@ def _rewriting_take(x: Any, idx: Any, *, mode: Any = None, fill_value: Any = Non
             entries = _static_ints_traced(entries, shape, normalize)
         else:
             _check_static_ints(entries, shape, normalize)
-    if parsed is not GatherScatterMode.FILL_OR_DROP:
+    if strategy in ("static_slice", "dynamic_slice"):
+        _check_strategy(strategy, entries, parsed)
+        kinds = {e.kind for e in entries}
+        if strategy == "static_slice" and kinds <= {"none", "slice", "int"}:
+            return _static_slice(x, entries, normalize)
+        if strategy == "dynamic_slice" and _dynamic_slice_ok(entries):
+            return _dynamic_slice(x, entries, normalize)
+    if parsed is not GatherScatterMode.FILL_OR_DROP and strategy != "gather":
         kinds = {e.kind for e in entries}
         if kinds <= {"none", "slice", "int"}:
             return _static_slice(x, entries, normalize)
@@ -1029,11 +1071,18 @@ class _IndexUpdateRef:
             unique_indices=unique_indices, mode=mode, normalize=wrap_negative_indices))
 
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
-            fill_value: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """``x[idx]``, with control over out-of-bounds handling (``mode``, ``fill_value``)."""
+            fill_value: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True,
+            strategy: Any = "auto") -> Any:
+        """``x[idx]``, with control over out-of-bounds handling (``mode``, ``fill_value``) and, as jax 0.12's
+        ``strategy``, over the operation that reads it: ``"auto"`` (a static slice if the index allows, else a
+        dynamic slice, else a gather), ``"gather"``, ``"static_slice"`` or ``"dynamic_slice"`` (a
+        ``TypeError`` or ``ValueError`` when the index or ``mode`` does not allow it). The values are the same
+        whichever reads them."""
+        strategy = _indexing_strategy(strategy)
         return _rewriting_take(
             self.array, self.index, mode=mode, fill_value=fill_value, indices_are_sorted=indices_are_sorted,
-            unique_indices=unique_indices, normalize=wrap_negative_indices, out_sharding=out_sharding)
+            unique_indices=unique_indices, normalize=wrap_negative_indices, out_sharding=out_sharding,
+            strategy=strategy)
 
     def set(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
