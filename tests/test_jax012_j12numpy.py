@@ -436,3 +436,67 @@ def test_at_get_strategy_with_a_traced_index():
         f(AT_X, 2)
     got = ftrans.jit(lambda v, i: v.at[ftrans.ds(i, 2)].get(strategy="dynamic_slice"))(AT_X, 1)
     _eq(got, AT_X[1:3])
+
+
+# ---------------------------------------------------------------- nn: mxfp4, and block scales in float32
+def test_mxfp4_config_as_jax012():
+    import ml_dtypes
+
+    import ftrans.nn as fnn
+
+    f = fnn.get_scaled_dot_general_config("mxfp4")
+    assert (f.mode, f.block_size, np.dtype(f.data_type), np.dtype(f.scale_type), f.global_scale, f.infer_only) == (
+        "mxfp4", 32, np.dtype(ml_dtypes.float4_e2m1fn), np.dtype(ml_dtypes.float8_e8m0fnu), None, False)
+    with pytest.raises(ValueError, match="global_scale"):
+        fnn.get_scaled_dot_general_config("mxfp4", global_scale=fnp.array([0.5], fnp.float32))
+    if JAX012:
+        j = jax.nn.get_scaled_dot_general_config("mxfp4")
+        assert (j.mode, j.block_size, np.dtype(j.data_type), np.dtype(j.scale_type), j.global_scale) == (
+            f.mode, f.block_size, np.dtype(f.data_type), np.dtype(f.scale_type), f.global_scale)
+        with pytest.raises(ValueError, match="global_scale"):
+            jax.nn.get_scaled_dot_general_config("mxfp4", global_scale=jjnp.array([0.5], jjnp.float32))
+
+
+def _np_quantize(x, mode):
+    """NumPy's reference of the mx recipes (jax 0.12's): per 32-element block, the e8m0 power of two at least
+    ``amax / MAX`` (computed in float32), the values divided by it in float32, clipped, rounded to the type."""
+    import ml_dtypes
+
+    dt = ml_dtypes.float8_e4m3fn if mode == "mxfp8" else ml_dtypes.float4_e2m1fn
+    big = np.float32(ml_dtypes.finfo(dt).max)
+    xb = np.asarray(x, np.float32).reshape(x.shape[:-1] + (x.shape[-1] // 32, 32))
+    ratio = np.max(np.abs(xb), axis=-1, keepdims=True) / big
+    scale = np.where(ratio > 0, 2.0 ** np.ceil(np.log2(np.where(ratio > 0, ratio, 1))), 2.0 ** -127).astype(np.float32)
+    q = np.clip(xb / scale, -big, big).astype(dt).astype(np.float32)
+    return (q * scale).reshape(x.shape)
+
+
+@pytest.mark.parametrize("mode", ["mxfp8", "mxfp4"])
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+def test_mx_scaled_dot_general_quantizes_in_float32_as_jax012(mode, dtype):
+    """The forward product is the float32 product of the quantized operands, whose block scales jax 0.12 takes
+    in float32 for every input dtype (in bfloat16, a block whose largest value is 6 got the mxfp4 scale 2, so
+    its 1.5 became 2 and its 0.5 became 0)."""
+    import ml_dtypes
+
+    import ftrans.nn as fnn
+
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 8, 64)).astype(dt)
+    x[0, 0, :32] = np.float32([6.0, 1.5, 0.5, -3.0] * 8).astype(dt)  # exact in e2m1 with the scale 1
+    y = rng.standard_normal((2, 4, 64)).astype(dt)
+    dn = (((2,), (2,)), ((0,), (0,)))
+    cfg = [fnn.get_scaled_dot_general_config(mode)] * 2 + [fnn.get_scaled_dot_general_config("mxfp8")]
+    want = np.einsum("bmk,bnk->bmn", _np_quantize(x, mode).astype(np.float64), _np_quantize(y, mode).astype(np.float64))
+    for got in (fnn.scaled_dot_general(x, y, dn, preferred_element_type=np.float32, configs=cfg),
+                ftrans.jit(lambda a, b: fnn.scaled_dot_general(a, b, dn, preferred_element_type=np.float32,
+                                                               configs=cfg))(x, y)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    if JAX012:
+        from jax._src.cudnn import scaled_matmul_stablehlo as jq
+
+        jcfg = jax.nn.get_scaled_dot_general_config(mode)
+        xq, xs = jq.quantize(jjnp.asarray(x), jcfg)
+        ref = np.asarray(xq, np.float32) * np.repeat(np.asarray(xs, np.float32), 32, axis=-1)
+        np.testing.assert_array_equal(ref, _np_quantize(x, mode))
