@@ -500,3 +500,78 @@ def test_mx_scaled_dot_general_quantizes_in_float32_as_jax012(mode, dtype):
         xq, xs = jq.quantize(jjnp.asarray(x), jcfg)
         ref = np.asarray(xq, np.float32) * np.repeat(np.asarray(xs, np.float32), 32, axis=-1)
         np.testing.assert_array_equal(ref, _np_quantize(x, mode))
+
+
+# ---------------------------------------------------------------- what ftrans already did as jax 0.12 does
+PARTITION_CASES = [
+    (np.array([True, False, True, False, True]), 1),  # jax 0.10/0.11: neg of bool is a TypeError
+    (np.int8([-128, 5, -128, 3, 127]), 1),  # jax 0.10/0.11: -(-128) overflows, the minimum came last
+    (np.int32([np.iinfo(np.int32).min, 0, 7, np.iinfo(np.int32).min]), 2),
+    (np.uint8([0, 5, 255, 3, 0]), 1),
+    (np.float32([np.nan, 1.0, -0.0, 0.0, -np.inf, np.nan, 2.0]), 2),
+]
+_OLD_JAX_PARTITION_WRONG = {0, 1, 2}
+
+
+@pytest.mark.parametrize("i", range(len(PARTITION_CASES)))
+def test_partition_ranks_bools_and_int_minimum_as_jax012(i):
+    x, kth = PARTITION_CASES[i]
+    got, idx = fnp.partition(x, kth), fnp.argpartition(x, kth)
+    _eq(ftrans.jit(lambda v: fnp.partition(v, kth))(x), got)
+    _eq(ftrans.jit(lambda v: fnp.argpartition(v, kth))(x), idx)
+    s = np.sort(x)  # (NaN last, as lax.sort)
+    if x.dtype.kind != "f":
+        _eq(np.asarray(got)[:kth + 1], s[:kth + 1])
+        assert sorted(np.asarray(got)[kth + 1:].tolist()) == sorted(s[kth + 1:].tolist())
+        _eq(x[np.asarray(idx)][:kth + 1], s[:kth + 1])  # (the rest: the other indices, in increasing order)
+        assert sorted(np.asarray(idx).tolist()) == list(range(len(x)))
+    if JAX012 or i not in _OLD_JAX_PARTITION_WRONG:
+        _eq(got, jjnp.partition(x, kth))
+        _eq(idx, jjnp.argpartition(x, kth))
+
+
+def test_sum_method_takes_initial_as_jax012():
+    """jax 0.10/0.11's ``x.sum(initial=)`` dropped ``initial``; jax 0.12 (and ftrans) add it."""
+    x = fnp.arange(3.0)
+    _eq(x.sum(initial=10.0), np.float32(13.0))
+    _eq(x.sum(initial=10.0, where=np.array([True, False, True])), np.float32(12.0))
+    _eq(ftrans.jit(lambda v: v.sum(initial=10.0))(x), np.float32(13.0))
+    if JAX012:
+        _eq(jjnp.arange(3.0).sum(initial=10.0), np.float32(13.0))
+
+
+@pytest.mark.parametrize("name", ["cholesky", "eigh"])
+@pytest.mark.parametrize("shape", [(2, 3), (3,)])
+def test_cholesky_eigh_of_a_non_square_argument_is_a_value_error_as_jax012(name, shape):
+    """jax 0.12 checks the shape first ("must have shape [..., n, n]", ValueError); jax 0.10/0.11 failed later
+    with a TypeError. ftrans's error is both."""
+    with pytest.raises(ValueError, match=r"\[\.\.\., n, n\]"):
+        getattr(fnp.linalg, name)(np.ones(shape, np.float32))
+    if JAX012:
+        with pytest.raises(ValueError, match=r"\[\.\.\., n, n\]"):
+            getattr(jjnp.linalg, name)(np.ones(shape, np.float32))
+
+
+def test_pinv_rtol_may_be_traced_as_jax012():
+    """jax 0.12 made ``rtol`` a differentiable argument of pinv's custom JVP (jit, vmap and grad over it)."""
+    a = np.float32([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]])
+    want = np.linalg.pinv(a.astype(np.float64), rcond=0.1)
+    np.testing.assert_allclose(np.asarray(ftrans.jit(lambda m, r: fnp.linalg.pinv(m, rtol=r))(a, 0.1)), want,
+                               rtol=1e-4, atol=1e-5)
+    got = ftrans.vmap(lambda r: fnp.linalg.pinv(a, rtol=r))(np.float32([0.1, 0.9]))
+    np.testing.assert_allclose(np.asarray(got[0]), want, rtol=1e-4, atol=1e-5)
+    g = ftrans.grad(lambda r: fnp.linalg.pinv(a, rtol=r).sum())(np.float32(0.5))
+    assert float(g) == 0.0
+    if JAX012:
+        _eq(got, jax.vmap(lambda r: jjnp.linalg.pinv(a, rtol=r))(np.float32([0.1, 0.9])))
+
+
+def test_polyval_unroll_defaults_to_none_as_jax012():
+    import inspect
+
+    assert inspect.signature(fnp.polyval).parameters["unroll"].default is None
+    p, x = np.float32([1.0, 2.0, 3.0]), np.float32([2.0, 3.0])
+    for unroll in (None, 1, 16):
+        _eq(fnp.polyval(p, x, unroll=unroll), np.polyval(p, x).astype(np.float32))
+    if JAX012:
+        assert inspect.signature(jjnp.polyval).parameters["unroll"].default is None

@@ -1288,7 +1288,7 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
 
 
 # ---------------------------------------------------------------- polynomials
-def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
+def polyval(p: Any, x: Any, *, unroll: int | None = None) -> Any:
     """Evaluate a polynomial at given points.
 
     The coefficients run from the highest power down; Horner's rule runs over the leading axis of `p`.
@@ -1296,7 +1296,7 @@ def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
     Args:
         p: Coefficients, highest power first.
         x: Points at which to evaluate.
-        unroll: Accepted for JAX compatibility and ignored.
+        unroll: Accepted for JAX compatibility (jax 0.12 defaults it to None, earlier jax to 16) and ignored.
     Returns:
         An array of the broadcast shape of `x` (and any trailing axes of `p`).
 
