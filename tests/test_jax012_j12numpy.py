@@ -575,3 +575,14 @@ def test_polyval_unroll_defaults_to_none_as_jax012():
         _eq(fnp.polyval(p, x, unroll=unroll), np.polyval(p, x).astype(np.float32))
     if JAX012:
         assert inspect.signature(jjnp.polyval).parameters["unroll"].default is None
+
+
+@pytest.mark.parametrize("call", [lambda m, r: m.array(r), lambda m, r: m.asarray(r), lambda m, r: m.sin(r)])
+def test_a_ref_where_an_array_is_expected_says_to_read_it_as_jax012(call):
+    """jax 0.12 refuses a Ref passed as an array with a TypeError that says to read it (``ref[...]``)."""
+    r = ftrans.new_ref(fnp.zeros(2))
+    with pytest.raises(TypeError, match=r"ref\[\.\.\.\]"):
+        call(fnp, r)
+    if JAX012:
+        with pytest.raises(TypeError, match=r"ref\[\.\.\.\]"):
+            call(jjnp, jax.new_ref(jjnp.zeros(2)))
