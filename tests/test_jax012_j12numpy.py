@@ -586,3 +586,24 @@ def test_a_ref_where_an_array_is_expected_says_to_read_it_as_jax012(call):
     if JAX012:
         with pytest.raises(TypeError, match=r"ref\[\.\.\.\]"):
             call(jjnp, jax.new_ref(jjnp.zeros(2)))
+
+
+@pytest.mark.parametrize("bs, exc", [(2.0, TypeError), ("a", TypeError), (0, ValueError), (-1, ValueError)])
+def test_lexsort_batch_size_errors_as_jax012(bs, exc):
+    keys = np.int32([[1, 0, 1], [0, 0, 1]])
+    with pytest.raises(exc):
+        fnp.lexsort(keys, batch_size=bs)
+    if JAX012:
+        with pytest.raises(exc):
+            jjnp.lexsort(keys, batch_size=bs)
+
+
+def test_lexsort_in_batches_as_jax012():
+    """More keys than ``batch_size``, stacked or of mixed dtypes: the same permutation as one sort."""
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 2, (40, 3, 9)).astype(np.int32)
+    _eq(fnp.lexsort(keys, axis=1, batch_size=4), np.lexsort(keys, axis=1).astype(np.int32))
+    mixed = [k.astype(np.float32) if i % 2 else k for i, k in enumerate(keys)]
+    _eq(fnp.lexsort(mixed, axis=0, batch_size=3), np.lexsort(mixed, axis=0).astype(np.int32))
+    if JAX012:
+        _eq(fnp.lexsort(keys, axis=1, batch_size=4), jjnp.lexsort(keys, axis=1, batch_size=4))
