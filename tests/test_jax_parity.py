@@ -780,3 +780,37 @@ def test_array_out_sharding_and_isposinf_out_like_jax():
             mod.isposinf(mod.ones(2), out=np.ones(2))
     with pytest.raises(TypeError):
         fnp.quantile(fnp.ones(3), 0.5, interpolation="linear")
+
+
+# ------------------------------------------------- public names: every one of jax.numpy's (and jax.nn's) exists
+# Nothing here compared whole namespaces before: ``test_numeric_signatures`` checks the parameters of the names
+# that jax and ftrans *both* export (a name ftrans lacks is skipped, silently), and ``test_jnp_docstrings`` walks
+# ftrans's own names. So ``jnp.top_k`` and ``jnp.minmax``, public since jax 0.11, went unnoticed. This test
+# walks the installed jax's namespaces, so a name a new jax adds fails here until ftrans has it, or until it is
+# listed below with the reason it is left out.
+NAME_NAMESPACES = ["numpy", "numpy.linalg", "numpy.fft", "nn", "nn.initializers"]
+
+# (namespace, name) -> why ftrans deliberately has no such name. Empty: every public name is there. An entry
+# ftrans now has is stale and fails the test, so the list stays honest.
+LEFT_OUT_NAMES: dict[tuple[str, str], str] = {}
+
+
+@pytest.mark.parametrize("ns", NAME_NAMESPACES)
+def test_public_names_of_jax_exist_in_ftrans(ns):
+    import importlib
+
+    j, f = importlib.import_module(f"jax.{ns}"), importlib.import_module(f"ftrans.{ns}")
+    missing = sorted(n for n in dir(j) if not n.startswith("_") and not hasattr(f, n)
+                     and (ns, n) not in LEFT_OUT_NAMES)
+    assert missing == [], f"public jax.{ns} names ftrans lacks (add them, or list them in LEFT_OUT_NAMES)"
+    stale = sorted(n for (s, n) in LEFT_OUT_NAMES if s == ns and hasattr(f, n))
+    assert stale == [], f"LEFT_OUT_NAMES lists names ftrans.{ns} now has: {stale}"
+
+
+def test_public_name_check_catches_a_missing_name(monkeypatch):
+    """The check above is live: hiding ftrans's ``top_k`` makes it fail under a jax that has ``jnp.top_k``."""
+    if not hasattr(jnp, "top_k"):
+        pytest.skip("jax < 0.11 has no jnp.top_k")
+    monkeypatch.delattr(fnp, "top_k")
+    with pytest.raises(AssertionError, match="top_k"):
+        test_public_names_of_jax_exist_in_ftrans("numpy")

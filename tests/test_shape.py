@@ -539,7 +539,7 @@ def test_atleast_weak_and_sizes():
     check(lambda m: m.atleast_1d(2.0))
     check(lambda m: m.atleast_2d(2.0))
     check(lambda m: m.atleast_3d(2, 3.0))
-    assert fnp.atleast_1d() == []
+    assert fnp.atleast_1d() == () and fnp.atleast_2d() == () and fnp.atleast_3d() == ()
     for fn in ("shape", "ndim", "size"):  # sequences still work but are deprecated, as in JAX
         for m in (jnp, fnp):
             with pytest.warns(DeprecationWarning, match=f"{fn} requires ndarray or scalar arguments"):

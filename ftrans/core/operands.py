@@ -78,6 +78,8 @@ def check_arraylike(name: str, *args: Any) -> None:
                 or is_foreign_array(a)):
             what = type(a).__name__
             hint = " Convert it with jnp.asarray first." if isinstance(a, (list, tuple)) else ""
+            if what == "Ref":  # (as jax 0.12's message)
+                hint = " A Ref can't be passed where an array is expected: read its value with `ref[...]`."
             raise FtransTypeError(
                 f"{name} requires ndarray or scalar arguments, but argument {i} is a {what}.{hint}"
             )

@@ -6,7 +6,7 @@ A block-scaled operand is a low-precision array (``float8_e4m3fn``, ``float4_e2m
 Blackwell GPUs only; ftrans computes them the reference way everywhere: dequantize each operand in
 float32 (the values times their block's scale) and contract at the highest precision, so the result is
 what the fused kernel approximates.  ``scaled_dot_general`` quantizes high-precision inputs with the
-``mxfp8`` or ``nvfp4`` recipe first and has JAX's backward pass (gradients quantized with the third
+``mxfp8``, ``mxfp4`` or ``nvfp4`` recipe first and has JAX's backward pass (gradients quantized with the third
 config; with ``nvfp4`` an unquantized product, and gradients zeroed where the forward pass clipped).
 """
 
@@ -43,8 +43,15 @@ class BlockScaleConfig:
 
 def get_scaled_dot_general_config(mode: str, global_scale: Any = None) -> BlockScaleConfig:
     """The quantization config of ``mode``: ``'mxfp8'`` (float8_e4m3fn values, float8_e8m0fnu scales per 32
-    elements) or ``'nvfp4'`` (float4_e2m1fn values, float8_e4m3fn scales per 16 elements, and a global
+    elements), ``'mxfp4'`` (jax 0.12's: float4_e2m1fn values, float8_e8m0fnu scales per 32 elements, no
+    global scale) or ``'nvfp4'`` (float4_e2m1fn values, float8_e4m3fn scales per 16 elements, and a global
     scale, by default ``[1.0]``)."""
+    if mode == "mxfp4":
+        if global_scale is not None:
+            raise FtransValueError("get_scaled_dot_general_config: mxfp4 does not use a global_scale; its E8M0 "
+                                   "block scales cover the whole range")
+        return BlockScaleConfig("mxfp4", 32, np.dtype(ml_dtypes.float4_e2m1fn), np.dtype(ml_dtypes.float8_e8m0fnu),
+                                None, False)
     if mode == "nvfp4":
         gs = jnp.ones((1,), _F32) if global_scale is None else global_scale
         return BlockScaleConfig("nvfp4", 16, np.dtype(ml_dtypes.float4_e2m1fn), np.dtype(ml_dtypes.float8_e4m3fn),
@@ -52,7 +59,8 @@ def get_scaled_dot_general_config(mode: str, global_scale: Any = None) -> BlockS
     if mode == "mxfp8":
         return BlockScaleConfig("mxfp8", 32, np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e8m0fnu),
                                 None, False)
-    raise FtransValueError(f"get_scaled_dot_general_config: unsupported mode {mode!r}; use 'mxfp8' or 'nvfp4'")
+    raise FtransValueError(f"get_scaled_dot_general_config: unsupported mode {mode!r}; use 'mxfp8', 'mxfp4' or "
+                           "'nvfp4'")
 
 
 def _dequantize(x: Any, scales: Any) -> Any:
@@ -93,7 +101,7 @@ def scaled_matmul(lhs: Any, rhs: Any, lhs_scales: Any, rhs_scales: Any,
     return prod.astype(out_dtype)
 
 
-# ---------------------------------------------------------------- quantization (mxfp8, nvfp4)
+# ---------------------------------------------------------------- quantization (mxfp8, mxfp4, nvfp4)
 
 
 def _e8m0_round_up(x: Any) -> Any:
@@ -119,14 +127,16 @@ def _quantize(x: Any, config: BlockScaleConfig) -> tuple[Any, Any]:
         raise FtransShapeError(f"scaled_dot_general: the contracting size {shape[-1]} must be a positive multiple of "
                                f"the block size {bs} ({config.mode})")
     x = x.reshape(shape[:-1] + (shape[-1] // bs, bs))
-    big = np.asarray(float(ml_dtypes.finfo(config.data_type).max), x.dtype)
+    big = np.asarray(float(ml_dtypes.finfo(config.data_type).max), _F32)
 
     def block_scales(v: Any) -> Any:
-        return jnp.max(jnp.abs(v), axis=-1, keepdims=True) / big
+        # In float32 whatever v's dtype (jax 0.12's fix): XLA turns `amax / big` into `amax * (1 / big)`, and in
+        # bfloat16 6 * bf16(1/6) = 1.0019 rounds the e8m0 scale of a block whose largest value is 6 up to 2.
+        return jnp.max(jnp.abs(v), axis=-1, keepdims=True).astype(_F32) / big
 
-    if config.mode == "mxfp8":
+    if config.mode in ("mxfp8", "mxfp4"):
         scales = _e8m0_round_up(block_scales(x))
-        scaled = x / _e8m0_value(scales, x.dtype)
+        scaled = x.astype(_F32) / _e8m0_value(scales, _F32)
         scales = lax.bitcast_convert_type(scales, np.dtype(config.scale_type))
     elif config.mode == "nvfp4":
         smax = np.asarray(float(ml_dtypes.finfo(config.scale_type).max), x.dtype)

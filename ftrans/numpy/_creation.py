@@ -419,7 +419,10 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
             return array(vals, dtype, copy=False, ndmin=ndmin, device=device)
         buf = _buffer_array(obj)
         if buf is None:
-            raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")
+            hint = (": a Ref can't be passed where an array is expected; read its value with `ref[...]`"
+                    if type(obj).__name__ == "Ref" else "")
+            raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an "
+                                  f"array{hint}")
         return array(buf, dtype, copy=False, ndmin=ndmin, device=device)
     nd = len(shape_of(out))
     if ndmin > nd:

@@ -1288,7 +1288,7 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
 
 
 # ---------------------------------------------------------------- polynomials
-def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
+def polyval(p: Any, x: Any, *, unroll: int | None = None) -> Any:
     """Evaluate a polynomial at given points.
 
     The coefficients run from the highest power down; Horner's rule runs over the leading axis of `p`.
@@ -1296,7 +1296,7 @@ def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
     Args:
         p: Coefficients, highest power first.
         x: Points at which to evaluate.
-        unroll: Accepted for JAX compatibility and ignored.
+        unroll: Accepted for JAX compatibility (jax 0.12 defaults it to None, earlier jax to 16) and ignored.
     Returns:
         An array of the broadcast shape of `x` (and any trailing axes of `p`).
 
@@ -2348,6 +2348,131 @@ def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
     return jnp.swapaxes(out, -1, axis)
 
 
+# ---------------------------------------------------------------- top_k, minmax
+def _order_reversed(x: Any) -> Any:
+    """An array whose order is ``x``'s reversed: ``~x`` for bools and integers (which, unlike negation, has no
+    overflow at the type's minimum and works for unsigned types) and ``-x`` for floats."""
+    if dtype_weak(x)[0].kind in "biu":
+        return lax.bitwise_not(x)
+    return lax.neg(x)
+
+
+def top_k(a: Any, k: int, /, *, axis: int = -1, mode: str = "largest", sorted: bool = True) -> Any:  # noqa: A002
+    """Return the `k` largest or smallest elements of an array along an axis, with their indices.
+
+    The NumPy-style wrapper of `ftrans.lax.top_k`. Floats are ranked in XLA's total order (NaN above `inf`,
+    `-0.0` below `+0.0`), so with `mode='smallest'` NaNs come last; equal values keep the lower index first.
+    Integers of any width, unsigned ones and bools are ranked exactly, their minimum included.
+
+    Args:
+        a: Input array, real-valued (complex numbers have no order) with at least one dimension.
+        k: Static non-negative int, at most the size of `a` along `axis`.
+        axis: Static axis to search along (default the last).
+        mode: `'largest'` (the default) or `'smallest'`.
+        sorted: Accepted as JAX's; the elements always come sorted (largest or smallest first).
+    Returns:
+        A pair `(values, indices)`: arrays of `a`'s shape with the size along `axis` replaced by `k`; the
+        values keep `a`'s dtype, the indices are int32.
+
+    Raises:
+        ValueError: for complex input, an unknown `mode`, or a `k` that is negative or too large.
+
+    Examples:
+        >>> a = jnp.array([[1, 2, 3, 4, 5],
+        ...                [5, 4, 3, 2, 1]])
+        >>> values, indices = jnp.top_k(a, 2)
+        >>> values
+        Array([[5, 4],
+               [5, 4]], dtype=int32)
+        >>> indices
+        Array([[4, 3],
+               [0, 1]], dtype=int32)
+        >>> jnp.top_k(jnp.array([3, -128, 7, -128], dtype=jnp.int8), 3, mode='smallest')
+        (Array([-128, -128,    3], dtype=int8), Array([1, 3, 0], dtype=int32))
+        >>> jnp.top_k(jnp.array([2.0, jnp.nan, -1.0]), 2, mode='smallest')
+        (Array([-1.,  2.], dtype=float32), Array([2, 0], dtype=int32))
+
+    See also:
+        `ftrans.lax.top_k`, `sort`, `partition`.
+    """
+    del sorted
+    arr = _arr("top_k", a)
+    if dtype_weak(arr)[0].kind == "c":
+        raise FtransValueError("top_k is not compatible with complex inputs: complex numbers have no order; "
+                               "rank by a real key such as abs(x) or x.real")
+    if mode not in ("largest", "smallest"):
+        raise FtransValueError(f"top_k: mode must be 'largest' or 'smallest', got {mode!r}")
+    axis = canonicalize_axis("top_k", axis, arr.ndim)
+    if mode == "largest":
+        return lax.top_k(arr, k, axis=axis)
+    values, indices = lax.top_k(_order_reversed(arr), k, axis=axis)
+    return _order_reversed(values), indices
+
+
+def minmax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False, initial: Any = None,
+           where: Any = None) -> tuple[Any, Any]:
+    """Return the minimum and the maximum of array elements over the given axes, as a pair.
+
+    The same as `(min(a, ...), max(a, ...))` in one call: NaN propagates into both, and the dtype is `a`'s.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None`.
+        keepdims: If True, reduced axes stay in the results with size 1.
+        initial: Optional scalar starting value of both reductions, or a pair `(initial_min, initial_max)`:
+            the minimum is at most `initial_min`, the maximum at least `initial_max` (either may be `None`).
+            Converted to `a`'s dtype. An empty reduction needs it, since min and max have no identity.
+        where: Optional boolean mask broadcastable to `a`: only elements where it is True take part. Needs
+            both initial values.
+    Returns:
+        A pair of arrays `(a_min, a_max)` of `a`'s dtype, with the reduced axes removed (or kept with size 1
+        if `keepdims`).
+
+    Raises:
+        NotImplementedError: if `out` is given.
+        ValueError: for `where` without both initial values, an empty reduction without them, or a
+            non-scalar initial value.
+
+    Examples:
+        >>> x = jnp.array([[2, 5, 1, 6],
+        ...                [3, -7, -2, 4],
+        ...                [8, -4, 1, -3]])
+        >>> jnp.minmax(x)
+        (Array(-7, dtype=int32), Array(8, dtype=int32))
+        >>> jnp.minmax(x, axis=1, initial=(0, 5))
+        (Array([ 0, -7, -4], dtype=int32), Array([6, 5, 8], dtype=int32))
+        >>> jnp.minmax(x, axis=0, where=x > 0, initial=(100, -100))
+        (Array([2, 5, 1, 4], dtype=int32), Array([8, 5, 1, 6], dtype=int32))
+
+    See also:
+        `min`, `max`, `ptp`.
+    """
+    init_min, init_max = initial if isinstance(initial, tuple) else (initial, initial)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.minmax is not supported.")
+    arr = _arr("minmax", a)
+    if where is not None and (init_min is None or init_max is None):
+        raise FtransValueError("reduction operation minmax does not have an identity, so to use a where mask "
+                               "one has to specify 'initial' (both the minimum's and the maximum's)")
+    if axis is None:
+        axes: tuple = tuple(range(arr.ndim))
+    else:
+        axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+        axes = tuple(canonicalize_axis("minmax", ax, arr.ndim) for ax in axes)
+    if (init_min is None or init_max is None) and any(arr.shape[ax] == 0 for ax in axes):
+        raise FtransValueError("zero-size array to reduction operation minmax which has no identity; "
+                               "pass 'initial'")
+    for init in (init_min, init_max):
+        if isinstance(init, list):
+            raise FtransTypeError("minmax: initial must be a scalar or a tuple (initial_min, initial_max), "
+                                  f"got a list {init!r}")
+        if init is not None and np.ndim(init) != 0:
+            raise FtransValueError(f"minmax: initial value must be a scalar. Got array of shape {np.shape(init)}")
+    return (jnp.min(arr, axis=axis, keepdims=keepdims, initial=init_min, where=where),
+            jnp.max(arr, axis=axis, keepdims=keepdims, initial=init_max, where=where))
+
+
 # ---------------------------------------------------------------- quantiles
 _QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")
 
@@ -3146,7 +3271,8 @@ def kaiser(M: int, beta: Any) -> Any:  # noqa: N803
 __all__ += [
     "bincount", "digitize", "histogram", "histogram_bin_edges", "isin", "union1d", "setdiff1d",
     "intersect1d", "setxor1d", "unique_values", "unique_counts", "unique_inverse", "unique_all", "insert",
-    "delete", "resize", "trim_zeros", "partition", "argpartition", "quantile", "nanquantile", "percentile",
+    "delete", "resize", "trim_zeros", "partition", "argpartition", "top_k", "minmax", "quantile", "nanquantile",
+    "percentile",
     "nanpercentile", "nanmedian", "interp", "cov", "corrcoef", "unwrap", "packbits", "unpackbits",
     "bitwise_count", "hamming", "hanning", "blackman", "bartlett", "kaiser",
 ]

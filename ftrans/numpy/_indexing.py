@@ -840,9 +840,44 @@ def _gather_index(x: Any, entries: list[_Entry], mode: GatherScatterMode, fill_v
 # x[idx]
 
 
+_STRATEGIES = ("auto", "gather", "scatter", "static_slice", "dynamic_slice")
+
+
+def _indexing_strategy(strategy: Any) -> str:
+    """``x.at[idx].get(strategy=)``'s value (jax 0.12): one of JAX's strategy names, or its enum member."""
+    value = strategy if isinstance(strategy, str) else getattr(strategy, "value", None)
+    if not isinstance(value, str) or (not isinstance(strategy, str) and type(strategy).__name__ != "IndexingStrategy"):
+        raise FtransTypeError(f"Expected strategy to be IndexingStrategy or str; got {strategy!r}")
+    if value not in _STRATEGIES:
+        raise FtransValueError(f"Unknown indexing strategy: {strategy!r}; use 'auto', 'gather', 'static_slice' "
+                               "or 'dynamic_slice'")
+    if value == "scatter":
+        raise FtransValueError("Indexing strategy IndexingStrategy.SCATTER is not supported for take.")
+    return value
+
+
+def _check_strategy(strategy: str, entries: list[_Entry], parsed: Any) -> None:
+    """JAX's refusals of a slicing strategy the index does not allow."""
+    if parsed not in (GatherScatterMode.PROMISE_IN_BOUNDS, GatherScatterMode.CLIP):
+        raise FtransValueError(f"{strategy} requires mode='promise_in_bounds' or mode='clip'")
+    for e in entries:
+        if strategy == "static_slice":
+            static_ds = e.kind == "dslice" and isinstance(e.value.start, (int, np.integer))
+            if e.kind not in ("none", "slice", "int") and not static_ds:
+                raise FtransTypeError("static_slice: indices must be static scalars or slices. Got index of type "
+                                      f"{type(e.value).__name__}; use strategy='dynamic_slice' or 'gather'")
+        elif e.kind == "bool":
+            raise FtransTypeError("dynamic_slice: indices must be scalars or slices. Got a boolean index")
+        elif e.kind == "array" and (isinstance(e.value, (list, tuple)) or shape_of(e.value) != ()):
+            raise FtransTypeError("dynamic_slice: only scalar indices allowed. Got an index array of shape "
+                                  f"{tuple(np.shape(e.value))}")
+        elif (e.kind == "slice" and e.value.step not in (None, 1, -1)) or (e.kind == "dslice" and e.value.stride != 1):
+            raise FtransTypeError(f"dynamic_slice: only unit steps supported in slice. Got {e.value}")
+
+
 def _rewriting_take(x: Any, idx: Any, *, mode: Any = None, fill_value: Any = None,
                     indices_are_sorted: bool = False, unique_indices: bool = False,
-                    normalize: bool = True, out_sharding: Any = None) -> Any:
+                    normalize: bool = True, out_sharding: Any = None, strategy: str = "auto") -> Any:
     x = as_operand(x)
     shape = shape_of(x)
     entries = _parse(idx, shape)
@@ -852,7 +887,14 @@ def _rewriting_take(x: Any, idx: Any, *, mode: Any = None, fill_value: Any = Non
             entries = _static_ints_traced(entries, shape, normalize)
         else:
             _check_static_ints(entries, shape, normalize)
-    if parsed is not GatherScatterMode.FILL_OR_DROP:
+    if strategy in ("static_slice", "dynamic_slice"):
+        _check_strategy(strategy, entries, parsed)
+        kinds = {e.kind for e in entries}
+        if strategy == "static_slice" and kinds <= {"none", "slice", "int"}:
+            return _static_slice(x, entries, normalize)
+        if strategy == "dynamic_slice" and _dynamic_slice_ok(entries):
+            return _dynamic_slice(x, entries, normalize)
+    if parsed is not GatherScatterMode.FILL_OR_DROP and strategy != "gather":
         kinds = {e.kind for e in entries}
         if kinds <= {"none", "slice", "int"}:
             return _static_slice(x, entries, normalize)
@@ -1029,11 +1071,18 @@ class _IndexUpdateRef:
             unique_indices=unique_indices, mode=mode, normalize=wrap_negative_indices))
 
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
-            fill_value: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """``x[idx]``, with control over out-of-bounds handling (``mode``, ``fill_value``)."""
+            fill_value: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True,
+            strategy: Any = "auto") -> Any:
+        """``x[idx]``, with control over out-of-bounds handling (``mode``, ``fill_value``) and, as jax 0.12's
+        ``strategy``, over the operation that reads it: ``"auto"`` (a static slice if the index allows, else a
+        dynamic slice, else a gather), ``"gather"``, ``"static_slice"`` or ``"dynamic_slice"`` (a
+        ``TypeError`` or ``ValueError`` when the index or ``mode`` does not allow it). The values are the same
+        whichever reads them."""
+        strategy = _indexing_strategy(strategy)
         return _rewriting_take(
             self.array, self.index, mode=mode, fill_value=fill_value, indices_are_sorted=indices_are_sorted,
-            unique_indices=unique_indices, normalize=wrap_negative_indices, out_sharding=out_sharding)
+            unique_indices=unique_indices, normalize=wrap_negative_indices, out_sharding=out_sharding,
+            strategy=strategy)
 
     def set(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
@@ -1434,7 +1483,8 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
         size: Optional static number of indices per axis to return.
         fill_value: Index (or one per axis) used to pad up to `size` (default 0).
     Returns:
-        A tuple of `a.ndim` integer arrays, one per axis.
+        A tuple of `a.ndim` arrays, one per axis, of the default int dtype, or with `fill_value` of the dtype
+        it promotes to with that (float32 for a Python float fill), as jax 0.12's.
 
     Examples:
         >>> x = jnp.array([[0, 3], [4, 0]])
@@ -1456,11 +1506,14 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
     shape = shape_of(mask)
     n_out = _static_size("nonzero", mask, size)
     idt = dtypes.default_int()
+    # The indices take the dtype the fill values promote with the default int (a strong dtype, as jax 0.12's:
+    # a float fill gives float32 indices; jax 0.10 and 0.11 gave weak ones, and each axis its own dtype).
+    odt, fills = _nonzero_fills(fill_value, len(shape), idt)
     if n_out < 0:
         raise FtransValueError(f"nonzero: size must be non-negative, got {n_out}")
     total = math.prod(shape)
     if total == 0 or n_out == 0:
-        return tuple(_full((n_out,), 0, idt) for _ in shape)
+        return tuple(_full((n_out,), 0, odt) for _ in shape)
     flat = _reshape(mask, (total,))
     ones = S.convert_element_type_p.bind(flat, new_dtype=idt, weak_type=False)
     csum = _cumsum_1d(ones)
@@ -1480,20 +1533,34 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
             v = E.div_p.bind(v, _dim_scalar(stride, idt))
         if dim * stride != total:
             v = E.rem_p.bind(v, _dim_scalar(dim, idt))
+        if odt != idt:
+            v = S.convert_element_type_p.bind(v, new_dtype=odt, weak_type=False)
         out.append(v)
-    if fill_value is None:
+    if fills is None:
         return tuple(out)
-    fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * len(shape)
-    if len(fills) != len(shape) or any(np.shape(f) != () for f in fills):
-        raise FtransValueError(
-            f"nonzero: fill_value must be a scalar or a tuple of length {len(shape)}; got {fill_value!r}"
-        )
     from ftrans.numpy._elementwise import where
 
     count = S.slice_p.bind(csum, start_indices=(total - 1,), limit_indices=(total,), strides=None)
     pad = E.ge_p.bind(_iota(n_out, idt), S.broadcast_in_dim_p.bind(
         count, shape=(n_out,), broadcast_dimensions=(0,)))
     return tuple(where(pad, f, o) for f, o in zip(fills, out))
+
+
+def _nonzero_fills(fill_value: Any, ndim: int, idt: np.dtype) -> tuple[np.dtype, tuple | None]:
+    """The dtype of ``nonzero``'s indices and its fill values, one scalar per axis, in that dtype."""
+    if fill_value is None:
+        return idt, None
+    from ftrans.core.operands import result_type
+    from ftrans.numpy._creation import asarray
+
+    fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * ndim
+    if len(fills) != ndim:
+        raise FtransValueError(f"nonzero: fill_value tuple must have length equal to number of axes ({ndim}); "
+                               f"got {len(fills)}")
+    if any(np.shape(f) != () for f in fills):
+        raise FtransValueError(f"nonzero: fill_value must be a scalar or a tuple of scalars; got {fill_value!r}")
+    odt = np.dtype(result_type(idt, *fills))
+    return odt, tuple(asarray(f, dtype=odt) for f in fills)
 
 
 def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:

@@ -1787,7 +1787,8 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> An
 def _atleast(name: str, arys: tuple, fix: Any) -> Any:
     from ftrans.numpy._creation import asarray
 
-    out = [fix(asarray(a) if isinstance(a, (list, tuple)) else _operand(name, a)) for a in arys]
+    # Several inputs (or none) give a tuple, as NumPy 2's and jax 0.12's (jax 0.10 and 0.11: a list).
+    out = tuple(fix(asarray(a) if isinstance(a, (list, tuple)) else _operand(name, a)) for a in arys)
     return out[0] if len(out) == 1 else out
 
 
@@ -1799,13 +1800,13 @@ def atleast_1d(*arys: Any) -> Any:
     Args:
         *arys: Arrays or scalars.
     Returns:
-        One array for one input, or a list of arrays for several.
+        One array for one input, or a tuple of arrays for several (or none).
 
     Examples:
         >>> jnp.atleast_1d(3)
         Array([3], dtype=int32, weak_type=True)
         >>> jnp.atleast_1d(1, jnp.array([2, 3]))
-        [Array([1], dtype=int32, weak_type=True), Array([2, 3], dtype=int32)]
+        (Array([1], dtype=int32, weak_type=True), Array([2, 3], dtype=int32))
 
     See also:
         `atleast_2d`, `atleast_3d`.
@@ -1821,7 +1822,7 @@ def atleast_2d(*arys: Any) -> Any:
     Args:
         *arys: Arrays or scalars.
     Returns:
-        One array for one input, or a list of arrays for several.
+        One array for one input, or a tuple of arrays for several (or none).
 
     Examples:
         >>> jnp.atleast_2d(jnp.array([1, 2]))
@@ -1842,7 +1843,7 @@ def atleast_3d(*arys: Any) -> Any:
     Args:
         *arys: Arrays or scalars.
     Returns:
-        One array for one input, or a list of arrays for several.
+        One array for one input, or a tuple of arrays for several (or none).
 
     Examples:
         >>> jnp.atleast_3d(jnp.array([1, 2])).shape

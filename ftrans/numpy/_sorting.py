@@ -10,6 +10,7 @@ scatter and traces to a fixed-shape program.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -202,8 +203,12 @@ def lexsort(keys: Any, axis: int = -1, *, batch_size: int = 16) -> Any:
     keys = list(keys)
     if not keys:
         raise FtransTypeError("lexsort: need a sequence of keys with len > 0")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise FtransValueError(f"lexsort: batch_size must be a positive int, got {batch_size!r}")
+    try:  # (as jax 0.12: a non-integer is a TypeError, a non-positive one a ValueError)
+        bs = operator.index(concrete_or_error(batch_size, "batch_size argument of jnp.lexsort()"))
+    except TypeError:
+        raise FtransTypeError(f"lexsort: batch_size must be a positive int, got {batch_size!r}") from None
+    if bs < 1:
+        raise FtransValueError(f"lexsort: batch_size must be positive, got {batch_size!r}")
     check_arraylike("lexsort", *keys)
     ops = [as_operand(k) for k in keys]
     shapes = {tuple(shape_of(k)) for k in ops}

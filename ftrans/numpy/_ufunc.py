@@ -216,7 +216,8 @@ class ufunc(metaclass=_UfuncType):  # noqa: N801 - NumPy's name
 
     def reduceat(self, a: Any, indices: Any, axis: int = 0, dtype: Any = None, out: None = None) -> Any:
         """``reduce`` over each slice ``indices[i]:indices[i+1]`` along ``axis`` (NumPy's rule for
-        non-increasing indices: just ``a[indices[i]]``)."""
+        non-increasing indices: just ``a[indices[i]]``). A ``dtype`` converts ``a`` to it first, so the
+        reduction runs and returns in it (jax 0.12's fix; jax 0.10 and 0.11 ignored ``dtype``)."""
         self._binary("reduceat")
         if out is not None:
             raise NotImplementedError(f"out argument of {self.__name__}.reduceat()")
@@ -226,6 +227,8 @@ class ufunc(metaclass=_UfuncType):  # noqa: N801 - NumPy's name
             raise FtransValueError(f"reduceat: a must have 1 or more dimension, got a.shape={a.shape}")
         if indices.ndim != 1:
             raise FtransValueError(f"reduceat: indices must be one-dimensional, got indices.shape={indices.shape}")
+        if dtype is not None:
+            a = a.astype(dtype)
         if axis is None or isinstance(axis, (tuple, list)):
             raise FtransValueError("reduceat requires a single integer axis.")
         axis = canonicalize_axis(f"{self.__name__}.reduceat", axis, a.ndim)

@@ -159,7 +159,8 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
         s = jnp.take_along_axis(s, order, axis=-1)
         if not compute_uv:
             return s
-        sign = jnp.take_along_axis(jnp.sign(w), order, axis=-1)
+        # A zero eigenvalue counts as positive (jax 0.12's fix: sign(0) = 0 zeroed that row of Vh)
+        sign = jnp.take_along_axis(jnp.where(w < 0, -1, 1), order, axis=-1)
         u = jnp.take_along_axis(v, order[..., None, :], axis=-1)
         vh = M.mH(u * sign[..., None, :].astype(u.dtype))
         return SVDResult(u, s, vh)
