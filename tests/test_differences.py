@@ -1351,3 +1351,18 @@ def test_outer_grad_of_a_strong_tangent_through_a_jitted_library_function():
     assert not ftrans.typeof(ftrans.jit(inner(ftrans, fnp))(2.0)).weak_type
     assert ftrans.typeof(ftrans.jit(inner(ftrans, fnp), optimizations=())(2.0)).weak_type
 
+
+
+# ---------------------------------------------------------------- scipy.stats (docs/differences.md, "What jax 0.12 changed")
+def test_cauchy_quantile_derivative_at_the_median():
+    import jax.scipy.stats as jst
+
+    import ftrans.scipy.stats as fst
+
+    q = np.float32(0.5)
+    for fn, sign in (("ppf", 1), ("isf", -1)):
+        ours = ftrans.grad(lambda v, f=getattr(fst.cauchy, fn): f(v, 0.0, 2.0))(q)
+        theirs = jax.grad(lambda v, f=getattr(jst.cauchy, fn): f(v, 0.0, 2.0))(q)
+        np.testing.assert_allclose(np.asarray(ours), sign * 2 * np.pi, rtol=1e-6)
+        # jax 0.12 selects 0 for the median's value, zeroing the derivative; 0.10 and 0.11's tan has it
+        np.testing.assert_allclose(np.asarray(theirs), 0.0 if JAX_012 else sign * 2 * np.pi, rtol=1e-6)

@@ -81,14 +81,18 @@ _UNDER_JIT = [pytest.param(method, problem, id=f"{method[:5]}-{problem[0].__name
 def test_minimize_matches_jax_under_jit(method, problem):
     make, x0 = problem
     opts = {"gtol": 1e-6}
-    # A float32 line search counts evaluations that rounding can change: the oracle is compiled as jax
-    # compiles by default (LLVM level 2; the suite's conftest lowers it to 1 for speed), and both programs
-    # with XLA's default emitters (the suite's loop emitters round BFGS on rosenbrock to one more step).
-    default = default_codegen_options()
-    a = jax.jit(lambda x: jopt.minimize(make(jjnp), x, method=method, options=opts),
-                compiler_options={"xla_backend_optimization_level": 2, **default})(x0)
+    # A float32 line search counts evaluations that the last bit of a step can change, and LLVM's optimizing
+    # passes round the same arithmetic differently from one HLO to another: jax's own count for BFGS on
+    # rosenbrock flips between LLVM levels (5 iterations at level 1 under jaxlib 0.10 to 0.12, 6 at level 2
+    # under 0.10 and 0.11, 5 under 0.12, whose lowering emits a different while loop from the same jaxpr).
+    # That is XLA's code generation, not the algorithm (jax's jaxpr is the same in 0.11 and 0.12). Both programs
+    # are therefore compiled without LLVM's optimizing passes (level 0), where jax's and ftrans's agree on
+    # these problems under jaxlib 0.10, 0.11 and 0.12, and with XLA's default emitters (the suite's loop
+    # emitters round differently).
+    codegen = {"xla_backend_optimization_level": 0, **default_codegen_options()}
+    a = jax.jit(lambda x: jopt.minimize(make(jjnp), x, method=method, options=opts), compiler_options=codegen)(x0)
     b = ftrans.jit(lambda x: fopt.minimize(make(fjnp), x, method=method, options=opts),
-                   compiler_options=default or None)(x0)
+                   compiler_options=codegen)(x0)
     assert_results(a, b, rtol=1e-4, atol=1e-5)
 
 

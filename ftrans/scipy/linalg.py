@@ -154,7 +154,8 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: b
 
 
 def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
-    """``(p, l, u)`` with ``a = p @ l @ u`` (or ``(p @ l, u)`` with ``permute_l``)."""
+    """``(p, l, u)`` with ``a = p @ l @ u`` (or ``(p @ l, u)`` with ``permute_l``); ``p`` is real for a complex
+    ``a``, and batch axes are factored one matrix at a time."""
     (a,) = _inexact("lu", a)
     jnp_linalg._matrix("lu", a)
     lu_, _, perm = lax_linalg.lu(a)
@@ -165,7 +166,7 @@ def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite:
     p = jnp.swapaxes(jnp.asarray(perm[..., :, None] == jnp.arange(m), dtype=a.dtype), -1, -2)
     if permute_l:
         return jnp.matmul(p, l_), u
-    return p, l_, u
+    return jnp.real(p), l_, u  # the permutation matrix is real, whatever a's dtype (as SciPy's and JAX's)
 
 
 def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full", pivoting: bool = False,
@@ -200,13 +201,90 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
 def eigh(a: Any, b: Any = None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
          overwrite_b: bool = False, turbo: bool = True, eigvals: Any = None, type: int = 1,  # noqa: A002
          check_finite: bool = True) -> Any:
-    """``(w, v)`` (or ``w``) of Hermitian ``a``; the generalized problem (``b``) is not supported, as in JAX."""
-    if b is not None:
-        raise NotImplementedError("eigh: only the standard eigenvalue problem (b=None) is supported, as in JAX")
+    """Eigenvalues (and eigenvectors) of a Hermitian matrix, or of a generalized Hermitian-definite problem.
+
+    Without ``b`` this is the standard problem ``a @ v = v * w``; with a Hermitian positive-definite ``b`` it
+    is the generalized problem ``type`` names: ``1`` is ``a @ v = (b @ v) * w``, ``2`` is
+    ``a @ b @ v = v * w`` and ``3`` is ``b @ a @ v = v * w``.  The generalized problem is reduced to a
+    standard one through the Cholesky factor ``b = L L^H``; ``a`` is symmetrized first (which keeps
+    derivatives symmetric), and a ``b`` that is not positive definite gives NaNs.  Batch axes of ``a`` and
+    ``b`` broadcast.  ``eigvals`` (a subset) is not supported, as in JAX; ``overwrite_*``, ``turbo`` and
+    ``check_finite`` are accepted and ignored.
+
+    Args:
+        a: Hermitian array of shape ``(..., N, N)``.
+        b: ``None`` (the identity) or a Hermitian positive-definite array of shape ``(..., N, N)``.
+        lower: whether the lower (default) or upper triangle is read (after symmetrization with ``b``).
+        eigvals_only: return only the eigenvalues.
+        type: the generalized problem, 1, 2 or 3 (see above); ``ValueError`` for any other value.
+
+    Returns:
+        ``w`` (shape ``(..., N)``, ascending) if ``eigvals_only``, else ``(w, v)`` with the eigenvectors as
+        the columns of ``v`` (shape ``(..., N, N)``), normalized so that ``v^H @ b @ v`` (types 1 and 2),
+        ``v^H @ inv(b) @ v`` (type 3) or ``v^H @ v`` (no ``b``) is the identity.
+
+    Examples:
+        >>> import ftrans.numpy as jnp
+        >>> import ftrans.scipy.linalg as fsl
+        >>> a = jnp.array([[2., 1.], [1., 2.]])
+        >>> fsl.eigh(a, eigvals_only=True)
+        Array([1., 3.], dtype=float32)
+        >>> b = jnp.diag(jnp.array([2., 1.]))
+        >>> w, v = fsl.eigh(a, b)
+        >>> bool(jnp.allclose(a @ v, (b @ v) * w, atol=1e-5))
+        True
+        >>> bool(jnp.allclose(v.T @ b @ v, jnp.eye(2), atol=1e-5))
+        True
+    """
+    if type not in (1, 2, 3):
+        raise FtransValueError(f"eigh: type must be 1, 2, or 3, got {type!r}")
     if eigvals is not None:
         raise NotImplementedError("eigh: eigvals (a subset) is not supported, as in JAX")
-    w, v = jnp_linalg.eigh(a, UPLO="L" if lower else "U")
-    return w if eigvals_only else (w, v)
+    if b is None:
+        (a,) = _inexact("eigh", a)
+        _square_value("eigh", "a", a)
+        w, v = jnp_linalg.eigh(a, UPLO="L" if lower else "U")
+        return w if eigvals_only else (w, v)
+    a, b = _inexact("eigh", a, b)
+    _square_value("eigh", "a", a)
+    _square_value("eigh", "b", b)
+    if a.shape[-1] != b.shape[-1]:
+        raise FtransShapeError(f"eigh: a and b must be matrices of the same size, got {a.shape} and {b.shape}")
+    batch = jnp_linalg._broadcast(a.shape[:-2], b.shape[:-2])
+    a = jnp.broadcast_to(a, batch + a.shape[-2:])
+    b = jnp.broadcast_to(b, batch + b.shape[-2:])
+    return _eigh_generalized(a, b, lower, eigvals_only, type)
+
+
+def _square_value(name: str, arg: str, a: Any) -> None:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise FtransShapeError(f"{name}: argument {arg} must have shape [..., n, n], got {a.shape}")
+
+
+def _eigh_generalized(a: Any, b: Any, lower: bool, eigvals_only: bool, kind: int) -> Any:
+    """The generalized problem by ``b = L L^H``: type 1 is the standard problem of ``C = L^-1 A L^-H`` with
+    ``v = L^-H y``; types 2 and 3 that of ``C = L^H A L`` with ``v = L^-H y`` (2) or ``v = L y`` (3)."""
+    from ftrans import lax
+
+    def ct(x: Any) -> Any:
+        return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+    hi = lax.Precision.HIGHEST
+    chol = lax_linalg.cholesky(b)
+    a = (a + ct(a)) / 2
+    if kind == 1:
+        c = lax_linalg.triangular_solve(chol, a, left_side=True, lower=True)
+        c = lax_linalg.triangular_solve(chol, c, left_side=False, lower=True, transpose_a=True, conjugate_a=True)
+    else:
+        c = jnp.matmul(jnp.matmul(ct(chol), a, precision=hi), chol, precision=hi)
+    y, w = lax_linalg.eigh(c, lower=lower)
+    if eigvals_only:
+        return w
+    if kind == 3:
+        v = jnp.matmul(chol, y, precision=hi)
+    else:
+        v = lax_linalg.triangular_solve(chol, y, left_side=True, lower=True, transpose_a=True, conjugate_a=True)
+    return w, v
 
 
 def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:

@@ -49,12 +49,25 @@ def logsf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``loc + scale * tan(pi q - pi/2)``."""
+    """``loc + scale * tan(pi (q - 1/2))``: ``-inf`` at 0, ``inf`` at 1, NaN outside [0, 1].
+
+    The tangent always gets a small argument: ``tan(pi (q - 1/2))`` on the middle half (``q - 1/2`` is exact
+    there), ``-1/tan(pi q)`` below it and ``1/tan(pi (1 - q))`` above it, so both tails are accurate and the
+    derivative is ``pi scale / sin(pi q)**2`` everywhere (``pi scale`` at the median)."""
     q, loc, scale = promote("cauchy.ppf", q, loc, scale)
-    return lax.tan(const(q, np.pi) * q - const(q, np.pi / 2)) * scale + loc
+    quarter, three_quarters, one = const(q, 0.25), const(q, 0.75), const(q, 1)
+    pi = const(q, np.pi)
+    low, high = q < quarter, q > three_quarters
+    # each branch sees only arguments of its own regime, so the unselected ones stay finite under grad
+    q_low = jnp.where(low, q, quarter)
+    q_mid = jnp.where(low | high, const(q, 0.5), q)
+    q_high = jnp.where(high, q, three_quarters)
+    unscaled = jnp.where(low, -one / lax.tan(pi * q_low),
+                         jnp.where(high, one / lax.tan(pi * (one - q_high)), lax.tan(pi * (q_mid - const(q, 0.5)))))
+    return jnp.where((q < const(q, 0)) | (q > one), const(q, np.nan), unscaled * scale + loc)
 
 
 def isf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``loc + scale * tan(pi/2 - pi q)``."""
+    """``loc - scale * tan(pi (q - 1/2))``, the mirrored ``ppf``: ``inf`` at 0, ``-inf`` at 1, NaN outside."""
     q, loc, scale = promote("cauchy.isf", q, loc, scale)
-    return lax.tan(const(q, np.pi / 2) - const(q, np.pi) * q) * scale + loc
+    return -ppf(q, -loc, scale)

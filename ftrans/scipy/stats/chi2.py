@@ -15,12 +15,13 @@ __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 
 
 def logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``(df/2 - 1) log y - y/2 - lgamma(df/2) - df/2 log 2 - log scale``, ``-inf`` below ``loc``."""
+    """``xlogy(df/2 - 1, y) - y/2 - lgamma(df/2) - df/2 log 2 - log scale``, ``-inf`` below ``loc``
+    (``xlogy``: finite at ``y = 0`` for ``df = 2``, where ``0 * log 0`` would be NaN)."""
     x, df, loc, scale = promote("chi2.logpdf", x, df, loc, scale)
     two = const(x, 2)
     y = (x - loc) / scale
     k = df / two
-    kernel = (k - const(x, 1)) * lax.log(y) - y / two
+    kernel = special.xlogy(k - const(x, 1), y) - y / two
     norm = -(lax.lgamma(k) + const(x, np.log(2)) * df / two)
     return jnp.where(x < loc, const(x, -np.inf), norm - lax.log(scale) + kernel)
 

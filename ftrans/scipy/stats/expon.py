@@ -44,8 +44,14 @@ def sf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def logcdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``log1p(-sf)``."""
-    return lax.log1p(-sf(x, loc, scale))
+    """``log1mexp((x - loc)/scale)`` (accurate near ``loc`` too), ``-inf`` below ``loc``."""
+    from ftrans.nn import log1mexp
+
+    x, loc, scale = promote("expon.logcdf", x, loc, scale)
+    below = x < loc
+    # below loc log1mexp would be NaN (and its derivative too): give it a harmless argument there
+    z = jnp.where(below, const(x, 1), (x - loc) / scale)
+    return jnp.where(below, const(x, -np.inf), log1mexp(z))
 
 
 def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:

@@ -23,8 +23,9 @@ def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``exp(z)/2`` for ``z = (x - loc)/scale <= 0``, else ``1 - exp(-z)/2``."""
+    """``exp(z)/2`` for ``z = (x - loc)/scale < 0``, else ``1 - exp(-z)/2``; only ``exp(-|z|)`` is taken, so
+    neither branch overflows in the tails (no NaN gradient there)."""
     x, loc, scale = promote("laplace.cdf", x, loc, scale)
     z = (x - loc) / scale
-    half = const(x, 0.5)
-    return jnp.where(z <= 0, half * lax.exp(z), const(x, 1) - half * lax.exp(-z))
+    tail = const(x, 0.5) * lax.exp(-lax.abs(z))
+    return jnp.where(z < 0, tail, const(x, 1) - tail)

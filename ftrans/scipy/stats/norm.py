@@ -56,5 +56,7 @@ def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def isf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """The inverse survival function ``ppf(1 - q)``."""
-    return ppf(1 - jnp.asarray(q), loc, scale)
+    """The inverse survival function ``loc - scale * ndtri(q)`` (the mirrored ``ppf``, accurate for small
+    ``q``, where ``1 - q`` would round)."""
+    q, loc, scale = promote("norm.isf", q, loc, scale)
+    return -ppf(q, -loc, scale)

@@ -18,7 +18,7 @@ def logpdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     x, b, loc, scale = promote("pareto.logpdf", x, b, loc, scale)
     y = (x - loc) / scale
     val = -(lax.log(scale / b) + (b + const(x, 1)) * lax.log(y))
-    return jnp.where(x < loc + scale, const(x, -np.inf), val)
+    return jnp.where(y < const(x, 1), const(x, -np.inf), val)
 
 
 def pdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -30,21 +30,21 @@ def cdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``1 - y**-b``, 0 below the support."""
     x, b, loc, scale = promote("pareto.cdf", x, b, loc, scale)
     y = (x - loc) / scale
-    return jnp.where(x < loc + scale, const(x, 0), const(x, 1) - jnp.power(y, -b))
+    return jnp.where(y < const(x, 1), const(x, 0), const(x, 1) - jnp.power(y, -b))
 
 
 def logcdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``log1p(-y**-b)``, ``-inf`` below the support."""
     x, b, loc, scale = promote("pareto.logcdf", x, b, loc, scale)
     y = (x - loc) / scale
-    return jnp.where(x < loc + scale, const(x, -np.inf), lax.log1p(-jnp.power(y, -b)))
+    return jnp.where(y < const(x, 1), const(x, -np.inf), lax.log1p(-jnp.power(y, -b)))
 
 
 def logsf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``-b log y``, 0 below the support."""
     x, b, loc, scale = promote("pareto.logsf", x, b, loc, scale)
     y = (x - loc) / scale
-    return jnp.where(x < loc + scale, const(x, 0), -(b * lax.log(y)))
+    return jnp.where(y < const(x, 1), const(x, 0), -(b * lax.log(y)))
 
 
 def sf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:

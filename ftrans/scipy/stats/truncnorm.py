@@ -34,12 +34,12 @@ def _log_mass(a: Any, b: Any) -> Any:
 
 
 def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``norm.logpdf(x) - log(mass of [a, b])``; ``-inf`` outside, NaN for ``a >= b``."""
+    """``norm.logpdf(x) - log(mass of [a, b])``; ``-inf`` outside, NaN unless ``a < b``."""
     x, a, b, loc, scale = promote("truncnorm.logpdf", x, a, b, loc, scale)
     val = norm.logpdf(x, loc, scale) - _log_mass(a, b)
     z = (x - loc) / scale
     val = jnp.where((z < a) | (z > b), const(x, -np.inf), val)
-    return jnp.where(a >= b, const(x, np.nan), val)
+    return jnp.where(a < b, val, const(x, np.nan))  # NaN also for a NaN bound
 
 
 def pdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -55,8 +55,8 @@ def logcdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     lcdf = _log_mass(a, z) - total
     lsf = _log_mass(z, b) - total
     val = jnp.select([z >= b, z <= a, lcdf > -0.1, z > a],
-                     [const(x, 0), const(x, -np.inf), jnp.log1p(-jnp.exp(lsf)), lcdf], const(x, 0))
-    return jnp.where(a >= b, const(x, np.nan), val)
+                     [const(x, 0), const(x, -np.inf), jnp.log1p(-jnp.exp(lsf)), lcdf], const(x, np.nan))
+    return jnp.where(a < b, val, const(x, np.nan))  # a NaN x meets no condition above; a NaN bound fails a < b
 
 
 def cdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:

@@ -14,10 +14,12 @@ __all__ = ["cdf", "logpdf", "pdf", "ppf"]
 
 
 def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``-log(scale)`` inside the interval, ``-inf`` outside."""
+    """``-log(scale)`` where ``z = (x - loc)/scale`` is in [0, 1], ``-inf`` outside, NaN if any argument is."""
     x, loc, scale = promote("uniform.logpdf", x, loc, scale)
-    out = (x > loc + scale) | (x < loc)
-    return jnp.where(out, const(x, -np.inf), -lax.log(scale))
+    z = (x - loc) / scale
+    zero, one = const(x, 0), const(x, 1)
+    return jnp.select([(z < zero) | (z > one), (z >= zero) & (z <= one)],
+                      [const(x, -np.inf), -lax.log(scale)], const(x, np.nan))
 
 
 def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -26,11 +28,10 @@ def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """0 below ``loc``, 1 above ``loc + scale``, linear in between (NaN for NaN ``x``)."""
+    """``clip((x - loc)/scale, 0, 1)``: NaN if any argument is; at the interval's ends the derivative is
+    half the inside one (``maximum``/``minimum`` split a tie)."""
     x, loc, scale = promote("uniform.cdf", x, loc, scale)
-    hi = loc + scale
-    return jnp.select([x < loc, x > hi, (x >= loc) & (x <= hi)],
-                      [const(x, 0), const(x, 1), (x - loc) / scale], const(x, 0))
+    return jnp.clip((x - loc) / scale, const(x, 0), const(x, 1))
 
 
 def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:

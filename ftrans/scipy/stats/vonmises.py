@@ -15,10 +15,11 @@ __all__ = ["logpdf", "pdf"]
 
 
 def logpdf(x: Any, kappa: Any) -> Any:
-    """``kappa (cos x - 1) - log(2 pi i0e(kappa))`` for ``kappa > 0``, NaN otherwise."""
+    """``kappa (cos x - sign(kappa)) - log(2 pi) - log(i0e(kappa))`` for ``kappa >= 0`` (``kappa = 0`` is
+    the uniform density ``1/(2 pi)``), NaN otherwise."""
     x, kappa = promote("vonmises.logpdf", x, kappa)
-    val = kappa * (jnp.cos(x) - const(x, 1)) - jnp.log(const(x, 2 * np.pi) * special.i0e(kappa))
-    return jnp.where(kappa > const(kappa, 0), val, const(x, np.nan))
+    val = kappa * (jnp.cos(x) - lax.sign(kappa)) - const(x, np.log(2 * np.pi)) - jnp.log(special.i0e(kappa))
+    return jnp.where(kappa >= const(kappa, 0), val, const(x, np.nan))
 
 
 def pdf(x: Any, kappa: Any) -> Any:
