@@ -93,8 +93,21 @@ _EMPTY_MESH: list = []
 
 
 def get_mesh() -> Mesh:
-    """JAX's ``jax.sharding.get_mesh``: the mesh of the innermost ``use_mesh`` / ``with mesh:``, else the one
-    ``set_mesh`` installed, else the empty mesh (``.empty`` is True; ``set_mesh`` of it sets none)."""
+    """JAX's ``jax.sharding.get_mesh`` (also ``ftrans.get_mesh``): the mesh in context.
+
+    Returns:
+        The mesh of the innermost ``use_mesh`` / ``with mesh:``, else the one ``set_mesh`` installed, else
+        the empty mesh (``.empty`` is True; ``set_mesh`` of it sets none).
+
+    Examples:
+        >>> import ftrans
+        >>> ftrans.get_mesh().empty
+        True
+        >>> mesh = ftrans.make_mesh((1,), ("x",))
+        >>> with ftrans.sharding.use_mesh(mesh):
+        ...     print(ftrans.get_mesh().axis_names)
+        ('x',)
+    """
     mesh = _current_mesh()
     if mesh is not None:
         return mesh
@@ -104,8 +117,21 @@ def get_mesh() -> Mesh:
 
 
 def get_abstract_mesh() -> Any:
-    """The innermost ``use_abstract_mesh`` mesh, else the current mesh's abstract mesh, else an empty
-    AbstractMesh (``.empty`` is True), as in JAX; inside a shard_map body, the body's mesh."""
+    """JAX's ``jax.sharding.get_abstract_mesh`` (also ``ftrans.get_abstract_mesh``): the abstract mesh in
+    context.
+
+    Returns:
+        The innermost ``use_abstract_mesh`` mesh, else the current mesh's abstract mesh, else an empty
+        AbstractMesh (``.empty`` is True), as in JAX; inside a shard_map body, the body's mesh.
+
+    Examples:
+        >>> import ftrans
+        >>> ftrans.get_abstract_mesh().empty
+        True
+        >>> with ftrans.sharding.use_mesh(ftrans.make_mesh((1,), ("x",))):
+        ...     print(ftrans.get_abstract_mesh().axis_names)
+        ('x',)
+    """
     from ftrans.transforms.shard_map import body_abstract_mesh, body_depth
 
     s = _abstract_stack()
@@ -217,9 +243,26 @@ def _manual_axis_type(cls: type, varying: frozenset, unreduced: frozenset, reduc
 
 
 def use_abstract_mesh(mesh: Any) -> Any:
-    """Make ``mesh`` (an AbstractMesh) what ``get_abstract_mesh()`` returns inside the ``with`` block.  It names
-    no devices, so a bare PartitionSpec still needs a concrete mesh (``use_mesh``/``set_mesh``) to lay values
-    out.  As JAX's, it cannot change the size of the abstract mesh in context (a ValueError on entering)."""
+    """Make ``mesh`` (an AbstractMesh) what ``get_abstract_mesh()`` returns inside the ``with`` block
+    (JAX's ``jax.sharding.use_abstract_mesh``, also ``ftrans.use_abstract_mesh``).
+
+    It names no devices, so a bare PartitionSpec still needs a concrete mesh (``use_mesh``/``set_mesh``) to
+    lay values out.  As JAX's, it cannot change the size of the abstract mesh in context (a ValueError on
+    entering).
+
+    Args:
+        mesh: an ``AbstractMesh`` (a concrete ``Mesh`` stands for its abstract mesh).
+
+    Returns:
+        A context manager (usable as a decorator) whose ``with`` value is the abstract mesh.
+
+    Examples:
+        >>> import ftrans
+        >>> from ftrans.sharding import AbstractMesh
+        >>> with ftrans.use_abstract_mesh(AbstractMesh((2,), ("x",))):
+        ...     print(ftrans.get_abstract_mesh().axis_sizes)
+        (2,)
+    """
     mesh = as_mesh(mesh)  # a user's jax mesh or abstract mesh: ftrans's twin
     if isinstance(mesh, Mesh):
         mesh = mesh.abstract_mesh
