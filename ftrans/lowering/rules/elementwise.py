@@ -307,3 +307,14 @@ register_lowering(E.bessel_i1e_p)(_bessel_lowering(1))
 @register_lowering(E.square_p)
 def _lower_square(ctx: LoweringContext, x):
     return ctx.emit1("stablehlo.multiply", [x, x])
+
+
+@register_lowering(E.polynomial_p)
+def _polynomial(ctx: LoweringContext, x, *coeffs, unroll=None):
+    """Horner's rule from the leading coefficient, every term unrolled (JAX scans past ``unroll`` terms,
+    starting from zero)."""
+    x, *cs = _operands(ctx, (x, *coeffs))
+    y = cs[-1]
+    for c in reversed(cs[:-1]):
+        y = ctx.emit1("stablehlo.add", [ctx.emit1("stablehlo.multiply", [y, x]), c])
+    return y

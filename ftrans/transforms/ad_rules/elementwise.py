@@ -396,3 +396,31 @@ def _const_factor_rule(prim) -> None:
 for _prim in (E.tan_p, E.exp2_p, E.sqrt_p, E.rsqrt_p, E.cbrt_p, E.square_p, E.asin_p, E.acos_p, E.atan_p,
               E.erf_p, E.erfc_p, E.erf_inv_p, E.digamma_p, E.integer_pow_p):
     _const_factor_rule(_prim)
+
+
+# ---------------------------------------------------------------- polynomial
+def _polynomial_at(x: Any, coeffs: list, shape: tuple, params: dict) -> Any:
+    """``coeffs`` (lowest degree first) as a polynomial in ``x`` at ``shape``: one coefficient is itself."""
+    if len(coeffs) == 1:
+        return broadcast_to(coeffs[0], shape)
+    return broadcast_to(E.polynomial_p.bind(x, *coeffs, **params), shape)
+
+
+@register_jvp(E.polynomial_p)
+def _polynomial_jvp(primals: list, tangents: list, **params: Any) -> tuple[Any, Any]:
+    """``d/dx`` is the derivative polynomial ``sum k a_k x**(k-1)`` (no differentiation of the recurrence, so
+    higher orders stay polynomials); the coefficients enter linearly, as the polynomial of their tangents."""
+    x, *coeffs = primals
+    tx, *tcs = tangents
+    y = E.polynomial_p.bind(x, *coeffs, **params)
+    shape = _shape(y)
+    out: Any = Zero.from_primal_value(y)
+    if type(tx) is not Zero:
+        deriv = [B.mul(c, k) for k, c in enumerate(coeffs[1:], 1)]
+        out = add_tangents(out, broadcast_to(B.mul(tx, _polynomial_at(x, deriv, shape, params)), shape))
+    live = [i for i, t in enumerate(tcs) if type(t) is not Zero]
+    if live:
+        zero = zeros_like_aval(aval_of(y).update(shape=()))
+        dcs = [zero if type(t) is Zero else t for t in tcs[:live[-1] + 1]]
+        out = add_tangents(out, _polynomial_at(x, dcs, shape, params))
+    return y, out
