@@ -429,3 +429,56 @@ def explicit_axes(f: Callable | None = None, /, *, axes: Any = None, in_sharding
         return _cast(out, outer)  # back to the outer mesh's axis types
 
     return wrapped
+
+
+class _NoCollectives:
+    """``sharding.no_collectives`` (jax 0.12): forbid collectives across some mesh axes in Explicit mode.
+
+    ``with no_collectives({"x"}):`` makes any operation whose sharding types would need communication
+    across mesh axis ``x`` raise ``ftrans.errors.ForbiddenCollectiveError`` when it is staged: a reduction or
+    reshard that drops ``x`` from the result without marking the result unreduced over ``x``, a reshard
+    that moves ``x`` to another dimension, a ``dot_general`` contracting over ``x`` into a result that is
+    not unreduced over ``x``, or an operation consuming a value unreduced over ``x`` whose result is not.
+    The setting is per thread and part of ``jit``'s cache keys (a function is traced again under it).
+
+    Args:
+        new_val: a set or frozenset of mesh axis names (any other type is a ``TypeError``).
+
+    Returns:
+        A context manager; ``no_collectives.value`` is the set in force in the calling thread.
+
+    Examples:
+        >>> import numpy as np, ftrans
+        >>> from ftrans.sharding import AxisType, NamedSharding, PartitionSpec as P, no_collectives
+        >>> mesh = ftrans.make_mesh((1,), ("x",), axis_types=(AxisType.Explicit,))
+        >>> x = ftrans.device_put(np.ones((4, 2), np.float32), NamedSharding(mesh, P("x")))
+        >>> with ftrans.set_mesh(mesh), no_collectives({"x"}):
+        ...     ftrans.jit(lambda v: v * 2)(x).shape  # elementwise: no communication
+        (4, 2)
+        >>> with ftrans.set_mesh(mesh), no_collectives({"x"}):
+        ...     try:
+        ...         ftrans.jit(lambda v: v.sum(0))(x)  # the sum over the split dimension drops "x"
+        ...     except ftrans.errors.ForbiddenCollectiveError as e:
+        ...         print(str(e).splitlines()[0])
+        Collective across axis 'x' is forbidden by `no_collectives`, but `reduce_sum` loses sharding axis 'x' in the output without marking it unreduced.
+        >>> no_collectives.value
+        frozenset()
+    """
+
+    def __call__(self, new_val: Any) -> Any:
+        from ftrans.core.config import config_context
+
+        return config_context("no_collectives")(new_val)
+
+    @property
+    def value(self) -> frozenset:
+        from ftrans.core.config import config
+
+        return config.no_collectives
+
+    def __repr__(self) -> str:
+        return f"no_collectives(value={self.value!r})"
+
+
+no_collectives = _NoCollectives()
+__all__ += ["no_collectives"]

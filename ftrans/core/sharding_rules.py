@@ -295,6 +295,8 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
     if any(a.typed_sharding is not None and (a.typed_sharding.spec.unreduced or a.typed_sharding.spec.reduced) for a in avals) \
             or _res_has_ur(res, prim.multiple_results):
         res = _apply_ur(prim, mesh, avals, res, params)
+    if _config.no_collectives:
+        check_no_collectives(prim, avals, res, params)
     if prim.multiple_results:
         return [o if s is None else _make(o, s) for o, s in zip(out, res)]
     try:
@@ -306,6 +308,49 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
         short = out.str_short()
         raise ShardingTypeError(f"{prim.name} operation with inputs: {shown} produces an illegally sharded result: "
                                 f"{short[:short.index('[')]}[{dims}]") from None
+
+
+def _spec_axes(spec: Sequence) -> set:
+    return {ax for e in spec for ax in _axes(e)}
+
+
+def _dims_of(spec: Sequence, axis: str) -> list:
+    return [i for i, e in enumerate(spec) if axis in _axes(e)]
+
+
+def check_no_collectives(prim: Any, avals: Sequence[ShapedArray], res: Any, params: dict) -> None:
+    """jax 0.12's ``no_collectives``: refuse a typed result that needs a collective across a forbidden axis
+    (an operand's split or unreduced axis gone from the result and not unreduced there; a reshard that moves
+    an axis to another dimension; a ``dot_general`` contracting over the axis without an unreduced result)."""
+    from ftrans.errors import ForbiddenCollectiveError
+
+    forbidden = _config.no_collectives
+    ins = [a.typed_sharding.spec for a in avals if a.typed_sharding is not None]
+    outs = [r[1] for r in (res if prim.multiple_results else (res,)) if r is not None and r[0] is not None]
+    if not ins or not outs:
+        return
+    name = "reshard" if prim.name == "sharding_constraint" else prim.name
+    in_part = set().union(*(_spec_axes(s) for s in ins))
+    in_unreduced = set().union(*(getattr(s, "unreduced", frozenset()) for s in ins))
+    out_part = set().union(*(_spec_axes(s) for s in outs))
+    out_unreduced = set().union(*(getattr(s, "unreduced", frozenset()) for s in outs))
+    for r in sorted(forbidden, key=str):
+        what = f"Collective across axis '{r}' is forbidden by `no_collectives`, but `{name}`"
+        if r in in_unreduced and r not in out_unreduced:
+            raise ForbiddenCollectiveError(f"{what} consumes unreduced axis '{r}' without keeping it unreduced in "
+                                           "the output.")
+        if prim.name == "dot_general" and r not in out_unreduced:
+            (lc, rc), _ = params["dimension_numbers"]
+            contracted = {ax for a, dims in zip(avals, (lc, rc)) if a.typed_sharding is not None
+                          for d in dims for ax in _axes(a.typed_sharding.spec[d])}
+            if r in contracted:
+                raise ForbiddenCollectiveError(f"{what} contracts over axis '{r}' without marking it unreduced in "
+                                               "the output.")
+        if r in in_part and r not in out_part and r not in out_unreduced:
+            raise ForbiddenCollectiveError(f"{what} loses sharding axis '{r}' in the output without marking it "
+                                           "unreduced.")
+        if name == "reshard" and r in in_part and r in out_part and _dims_of(ins[0], r) != _dims_of(outs[0], r):
+            raise ForbiddenCollectiveError(f"{what} changes the sharded dimension of axis '{r}'.")
 
 
 class _DuplicateSpec(ShardingTypeError):
