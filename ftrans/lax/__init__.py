@@ -14,6 +14,7 @@ from ftrans.lax._collectives import (  # noqa: F401
     pshuffle,
     psum,
     psum_scatter,
+    psum_scatter_start,
     pswapaxes,
     ragged_all_to_all,
 )

@@ -46,11 +46,12 @@ from ftrans.core.prims.collectives import (
     vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 from ftrans.transforms.shard_map import collective_pvary, pvary_tracer, vma_checked_names
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index",
-           "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv"]
+           "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv",
+           "psum_scatter_start"]
 
 
 def _groups(op: str, axis_index_groups: Any, names: tuple) -> Any:
@@ -420,6 +421,64 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
                               f"got {perm!r}") from None
     check_perm("ppermute", perm, n, name)
     return _tree_map(lambda leaf: ppermute_p.bind(_vary(_operand(leaf), names, "ppermute"), axis_name=name, perm=perm), x)
+
+
+class CollectiveFuture:
+    """A started collective (jax 0.12's ``AbstractFuture`` value, from ``lax.psum_scatter_start``): ``done()``
+    gives its result.  ftrans computes the collective when it starts (XLA schedules the communication
+    itself), so ``done()`` only hands the result over; like JAX's, a future is not an array: it cannot be
+    returned from a traced function or passed to an operation."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any):
+        self._value = value
+
+    def done(self) -> Any:
+        """The collective's result."""
+        return self._value
+
+    shape = property(lambda self: self._value.shape)
+    dtype = property(lambda self: self._value.dtype)
+    ndim = property(lambda self: len(self._value.shape))
+    size = property(lambda self: self._value.size)
+
+    def __repr__(self) -> str:
+        return f"CollectiveFuture({self._value.dtype}{list(self._value.shape)})"
+
+
+def psum_scatter_start(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
+                       tiled: bool = False) -> Any:
+    """JAX's ``lax.psum_scatter_start`` (jax 0.12): ``psum_scatter`` started asynchronously.
+
+    Args:
+        x: an array or pytree of arrays, inside a mapped context (``shard_map``, ``pmap``, ``vmap`` with
+            an axis name).
+        axis_name: the axis name(s) to sum over and scatter along.
+        scatter_dimension: the dimension of ``x`` split among the axis' members.
+        axis_index_groups: as for ``psum_scatter``.
+        tiled: must be True (as in JAX, only the tiled form starts asynchronously).
+
+    Returns:
+        A pytree like ``x`` of futures; each one's ``done()`` is ``psum_scatter(leaf, ..., tiled=True)``.
+
+    Examples:
+        >>> import numpy as np, ftrans
+        >>> from ftrans import lax
+        >>> from ftrans.sharding import AxisType, PartitionSpec as P
+        >>> mesh = ftrans.make_mesh((1,), ("i",), axis_types=(AxisType.Auto,))
+        >>> def body(a):
+        ...     fut = lax.psum_scatter_start(a, "i", tiled=True)
+        ...     return fut.done() * 2
+        >>> ftrans.jit(ftrans.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))(np.ones(2))
+        Array([2., 2.], dtype=float32)
+    """
+    if not tiled:
+        raise FtransNotImplementedError("psum_scatter_start: only tiled=True starts asynchronously (as in JAX); "
+                                        "use psum_scatter for the untiled form")
+    out = psum_scatter(x, axis_name, scatter_dimension=scatter_dimension, axis_index_groups=axis_index_groups,
+                       tiled=True)
+    return tree_util.tree_map(CollectiveFuture, out)
 
 
 def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
