@@ -353,6 +353,16 @@ def check_no_collectives(prim: Any, avals: Sequence[ShapedArray], res: Any, para
             raise ForbiddenCollectiveError(f"{what} changes the sharded dimension of axis '{r}'.")
 
 
+def check_reshard_no_collectives(aval: ShapedArray, sharding: Any) -> None:
+    """``no_collectives``' check of an eager ``reshard`` of a value of type ``aval`` to ``sharding``."""
+    from types import SimpleNamespace
+
+    if aval.typed_sharding is None:
+        return
+    prim = SimpleNamespace(name="sharding_constraint", multiple_results=False)
+    check_no_collectives(prim, [aval], (sharding.mesh, sharding.spec), {})
+
+
 class _DuplicateSpec(ShardingTypeError):
     pass
 

@@ -124,7 +124,12 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 _assert_as_typed(array_aval(leaf), s)
             if _what == "with_sharding_constraint" and isinstance(s, NamedSharding):
                 _check_same_devices(leaf, s)
-            elif isinstance(s, NamedSharding) and _config.remove_size_one_mesh_axis_from_type:
+            if _what == "reshard" and _config.no_collectives and isinstance(s, NamedSharding) and isinstance(leaf, Array):
+                from ftrans.core.sharding_rules import array_aval, check_reshard_no_collectives
+
+                check_reshard_no_collectives(array_aval(leaf), s)
+            if _what != "with_sharding_constraint" and isinstance(s, NamedSharding) and \
+                    _config.remove_size_one_mesh_axis_from_type:
                 s = _as_type_laid(s)  # (reshard, out_sharding=: the result's sharding is its type's, as JAX's)
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
