@@ -156,8 +156,8 @@ def typeof(x):
     return aval
 
 
-from ftrans.core.version import __version__ as __version__  # noqa: E402
 from ftrans import version as version  # noqa: E402,I001  (jax.version)
+from ftrans.core.version import __version__ as __version__  # noqa: E402
 from ftrans.version import __version_info__ as __version_info__  # noqa: E402
 
 P = PartitionSpec  # JAX's short name (jax.P)

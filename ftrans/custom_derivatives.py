@@ -1,7 +1,6 @@
 """``jax.custom_derivatives``'s names: user-defined JVP and VJP rules."""
 
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_vjp_call_p  # noqa: F401  (their equations' primitives)
-
 from ftrans.transforms.custom_derivatives import (  # noqa: F401
     CustomVJPPrimal,
     SymbolicZero,

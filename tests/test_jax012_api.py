@@ -106,9 +106,9 @@ def test_polynomial_infinity_starts_from_the_leading_coefficient():
 
 @pytest.mark.parametrize("mode", ["eager", "jit"])
 def test_polynomial_errors_like_jax(mode):
-    def call(l, x, c):
-        return l.polynomial(x, c) if mode == "eager" else (jax if l is jax.lax else ftrans).jit(
-            lambda v: l.polynomial(v, c))(x)
+    def call(lx, x, c):
+        return lx.polynomial(x, c) if mode == "eager" else (jax if lx is jax.lax else ftrans).jit(
+            lambda v: lx.polynomial(v, c))(x)
 
     cases = [(np.ones(3, np.float32), [np.ones(2, np.float32), 1.0], "incompatible shapes for broadcasting"),
              (np.ones(3, np.float32), [np.ones((1, 3), np.float32), 1.0], "same number of dimensions"),
