@@ -439,13 +439,8 @@ class _NoCollectives:
     reshard that drops ``x`` from the result without marking the result unreduced over ``x``, a reshard
     that moves ``x`` to another dimension, a ``dot_general`` contracting over ``x`` into a result that is
     not unreduced over ``x``, or an operation consuming a value unreduced over ``x`` whose result is not.
-    The setting is per thread and part of ``jit``'s cache keys (a function is traced again under it).
-
-    Args:
-        new_val: a set or frozenset of mesh axis names (any other type is a ``TypeError``).
-
-    Returns:
-        A context manager; ``no_collectives.value`` is the set in force in the calling thread.
+    The setting is per thread and part of ``jit``'s cache keys (a function is traced again under it);
+    ``no_collectives.value`` is the set in force in the calling thread.
 
     Examples:
         >>> import numpy as np, ftrans
@@ -465,7 +460,15 @@ class _NoCollectives:
         frozenset()
     """
 
-    def __call__(self, new_val: Any) -> Any:
+    def __call__(self, new_val: set | frozenset) -> Any:
+        """Forbid collectives across the mesh axes ``new_val`` inside the ``with`` block.
+
+        Args:
+            new_val: a set or frozenset of mesh axis names (any other type is a ``TypeError``).
+
+        Returns:
+            A context manager.
+        """
         from ftrans.core.config import config_context
 
         return config_context("no_collectives")(new_val)
