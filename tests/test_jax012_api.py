@@ -531,3 +531,85 @@ def test_new_names_docstrings_run(path):
         warnings.simplefilter("ignore", DeprecationWarning)
         runner.run(tests)
     assert tests.examples and runner.failures == 0
+
+
+# ------------------------------------------------- jax 0.12's lax fixes, followed under every jax
+JAX_012 = jax.__version_info__ >= (0, 12)
+Z = np.complex64([3 + 4j, -1 + 0.5j, 1e-3 - 2e-3j, 0j, 2.0, -1j, 1e30 + 1e30j])
+TZ = np.complex64([1j, 1 + 1j, 0.5 - 2j, 1j, 1j, 1, 1 - 1j])
+
+
+def _sign_tangent_oracle(z, t):
+    """``i sign(z) Im(conj(sign(z)) t) / |z|`` in complex128 (0 at z = 0)."""
+    z, t = z.astype(np.complex128), t.astype(np.complex128)
+    mag = np.abs(z)
+    s = np.where(mag == 0, 0, z / np.where(mag == 0, 1, mag))
+    dtheta = np.imag(np.conj(s) * t) / np.where(mag == 0, 1, mag)
+    return (s * 1j * dtheta).astype(np.complex64)
+
+
+@pytest.mark.parametrize("how", ["eager", "jit", "vmap"])
+def test_sign_jvp_of_complex_follows_jax_012(how):
+    def jvp(m, lx):
+        f = lambda z, t: m.jvp(lx.sign, (z,), (t,))[1]  # noqa: E731
+        return {"eager": f, "jit": m.jit(f), "vmap": m.vmap(f)}[how]
+
+    got = jvp(ftrans, flax)(Z, TZ)
+    _same(got, _sign_tangent_oracle(Z, TZ), rtol=2e-6, atol=1e-30)
+    if JAX_012:
+        _same(got, jvp(jax, jax.lax)(Z, TZ), rtol=2e-6, atol=1e-30)
+    # real operands: still zero; the reverse mode of the complex rule
+    assert float(ftrans.grad(lambda x: flax.sign(x))(2.0)) == 0.0
+    g = ftrans.grad(lambda z: fnp.real(flax.sign(z) * np.complex64(1 - 2j)), holomorphic=False)(np.complex64(3 + 4j))
+    # d/dz of Re(sign(z) c) by finite differences along x and y
+    h = 1e-3
+    fd = lambda dz: np.real(np.sign(np.complex128(3 + 4j) + dz) * (1 - 2j))  # noqa: E731
+    want = complex((fd(h) - fd(-h)) / (2 * h), -(fd(1j * h) - fd(-1j * h)) / (2 * h))
+    np.testing.assert_allclose(complex(g), want, rtol=1e-4)
+    if JAX_012:
+        jg = jax.grad(lambda z: jnp.real(jax.lax.sign(z) * np.complex64(1 - 2j)))(np.complex64(3 + 4j))
+        np.testing.assert_allclose(complex(g), complex(jg), rtol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["eager", "jit", "grad"])
+def test_expm1_derivative_is_exp_as_jax_012(how):
+    """jax 0.12 differentiates expm1 as exp(x): at x < -17, expm1(x) + 1 (jax 0.10/0.11) rounds to 0."""
+    x = np.float32([-20.0, -80.0, -1e-8, 0.0, 1e-8, 0.5, 10.0, 88.7, 89.0])
+    if how == "grad":
+        got = ftrans.vmap(ftrans.grad(flax.expm1))(x)
+    else:
+        f = lambda v: ftrans.jvp(flax.expm1, (v,), (fnp.ones_like(v),))[1]  # noqa: E731
+        got = (ftrans.jit(f) if how == "jit" else f)(x)
+    with np.errstate(over="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)
+    _same(got, want, rtol=1e-6)
+    assert float(got[0]) > 0  # (2.06e-9, not 0)
+    if JAX_012:
+        _same(got, jax.vmap(jax.grad(jax.lax.expm1))(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_asin_under_jit_is_correctly_rounded_as_jax_012(dtype):
+    """jax 0.12 lowers a real asin to atan2(x, sqrt((1 - x)(1 + x))); XLA's CPU chlo.asin was an ulp off
+    (0.99999994 -> 1.5704511 where the correctly rounded value is 1.5704510)."""
+    with ftrans.enable_x64(dtype == "float64"), jax.enable_x64(dtype == "float64"):
+        x = np.array([0.0, -0.0, 1e-30, 0.5, 0.99999994, 1.0, -1.0, 0.7071068, -0.3, 2.0, np.nan, -np.inf],
+                     dtype)
+        rng = np.random.default_rng(0)
+        x = np.concatenate([x, rng.uniform(-1, 1, 200).astype(dtype)])
+        got = ftrans.jit(flax.asin)(x)
+        eager = flax.asin(x)
+        with np.errstate(invalid="ignore"):
+            want = np.arcsin(x.astype(np.float64)).astype(dtype) if dtype == "float32" else np.arcsin(x)
+        assert np.asarray(got).dtype == np.dtype(dtype)
+        g = np.asarray(got)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(want))
+        ok = ~np.isnan(want)
+        assert (np.abs(g[ok] - want[ok]) <= np.spacing(np.abs(want[ok]).astype(dtype))).all()  # (one ulp)
+        assert float(np.asarray(got)[4 if dtype == "float32" else 0]) == float(want[4 if dtype == "float32" else 0])
+        np.testing.assert_array_equal(np.signbit(np.asarray(got)[:2]), [False, True])  # asin(-0) = -0
+        if JAX_012:
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.jit(jax.lax.asin)(x)))
+        np.testing.assert_allclose(np.asarray(eager), want, rtol=2e-7 if dtype == "float32" else 1e-15)
+    c = np.complex64([0.5 + 0.5j, 2 - 1j])
+    _same(ftrans.jit(flax.asin)(c), np.arcsin(c.astype(np.complex128)).astype(np.complex64), rtol=1e-6)

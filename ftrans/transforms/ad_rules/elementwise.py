@@ -205,7 +205,21 @@ _unary(E.bessel_i1e_p, lambda x, y: B.select(
     B.sub(B.apply(E.bessel_i0e_p, x),
           B.mul(y, B.add(B.apply(E.sign_p, x),
                          B.div(1.0, B.select(B.eq(x, 0.0), B.add(B.mul(x, 0.0), 1.0), x)))))))
-defjvp_zero(E.sign_p)
+
+
+@register_jvp(E.sign_p)
+def _sign_jvp(primals: list, tangents: list) -> tuple[Any, Any]:
+    """Zero on the real line (piecewise constant; zero at 0 too).  For complex ``x`` (jax 0.12's rule, followed
+    under every jax), ``sign(x) = exp(i theta)`` turns with the angle: ``d sign = i sign(x) dtheta`` where
+    ``dtheta = Im(conj(sign(x)) dx) / |x|`` (0 at ``x = 0``, where sign is 0)."""
+    (x,), (t,) = primals, tangents
+    y = E.sign_p.bind(x)
+    if type(t) is Zero or aval_of(x).dtype.kind != "c":
+        return y, Zero.from_primal_value(y)
+    dtheta = B.div(B.apply(E.imag_p, B.mul(B.apply(E.conj_p, y), t)), _replace_zero(E.abs_p.bind(x)))
+    return y, B.mul(y, B.apply(E.complex_p, zeros_like_aval(aval_of(dtheta)), dtheta))
+
+
 defjvp_zero(E.floor_p)
 defjvp_zero(E.ceil_p)
 defjvp_zero(E.round_p)
@@ -221,7 +235,7 @@ _unary(E.exp_p, lambda x, y: y)
 _unary(E.exp2_p, lambda x, y: B.mul(y, _LOG2))
 _unary_t(E.log_p, lambda t, x, y: B.div(t, x))
 _unary_t(E.log1p_p, lambda t, x, y: B.div(t, B.add(x, 1)))
-_unary(E.expm1_p, lambda x, y: B.add(y, 1))
+_unary(E.expm1_p, lambda x, y: B.apply(E.exp_p, x))  # (jax 0.12: exp(x), not expm1(x) + 1, which is 0 below -17)
 _unary(E.sqrt_p, lambda x, y: B.div(0.5, y))
 _unary(E.rsqrt_p, lambda x, y: B.mul(B.div(y, x), -0.5))
 _unary(E.cbrt_p, lambda x, y: B.mul(B.integer_pow(y, -2), 1 / 3))
