@@ -613,3 +613,59 @@ def test_asin_under_jit_is_correctly_rounded_as_jax_012(dtype):
         np.testing.assert_allclose(np.asarray(eager), want, rtol=2e-7 if dtype == "float32" else 1e-15)
     c = np.complex64([0.5 + 0.5j, 2 - 1j])
     _same(ftrans.jit(flax.asin)(c), np.arcsin(c.astype(np.complex128)).astype(np.complex64), rtol=1e-6)
+
+
+# ------------------------------------------------- unreduced values: jax 0.12's linear neg/sub and its errors
+UR_CASES = {
+    "sin": (lambda jnp, u, u2: jnp.sin(u), "sin is a non-linear operation and cannot accept input that is unreduced"),
+    "exp": (lambda jnp, u, u2: jnp.exp(u), "exp is a non-linear operation"),
+    "neg": (lambda jnp, u, u2: -u, None),
+    "sub": (lambda jnp, u, u2: u - u2, None),
+    "add": (lambda jnp, u, u2: u + u2, None),
+    "sub with a reduced operand": (lambda jnp, u, u2: u - 1.0, "lhs is unreduced while rhs is not. `sub` operation"),
+}
+
+
+@pytest.mark.needs_devices(2)
+@pytest.mark.parametrize("case", list(UR_CASES))
+def test_unreduced_operands_like_jax_012(case):
+    from ftrans.errors import ShardingTypeError
+
+    fn, msg = UR_CASES[case]
+
+    def run(m, np_mod):
+        S = m.sharding
+        P = S.PartitionSpec
+        mesh = m.make_mesh((2,), ("x",), axis_types=(S.AxisType.Explicit,))
+        a = m.device_put(np.arange(8, dtype=np.float32).reshape(4, 2), S.NamedSharding(mesh, P("x")))
+
+        seen = []
+
+        def body(x):
+            u = np_mod.einsum("ij,jk->ik", x.T, x, out_sharding=P(None, None, unreduced={"x"}))
+            u2 = np_mod.einsum("ij,jk->ik", x.T, 2 * x, out_sharding=P(None, None, unreduced={"x"}))
+            out = fn(np_mod, u, u2)
+            seen.append(str(m.typeof(out)))
+            return S.reshard(out, P())
+
+        with m.set_mesh(mesh):
+            out = m.jit(body)(a)
+        return np.asarray(out), seen[0]
+
+    if msg is not None:
+        with pytest.raises(ShardingTypeError, match=msg.replace("(", r"\(")):
+            run(ftrans, fnp)
+        if JAX_012:
+            with pytest.raises(Exception, match=msg.replace("(", r"\(")):
+                run(jax, jnp)
+        return
+    got, typ = run(ftrans, fnp)
+    x = np.arange(8, dtype=np.float64).reshape(4, 2)
+    u, u2 = x.T @ x, x.T @ (2 * x)
+    want = {"neg": -u, "sub": u - u2, "add": u + u2}[case].astype(np.float32)
+    _same(got, want)
+    assert "{U:x}" in typ
+    if JAX_012:
+        jgot, jtyp = run(jax, jnp)
+        _same(got, jgot)
+        assert jtyp.replace("float32", "f32") == typ.replace("float32", "f32")

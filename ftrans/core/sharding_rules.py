@@ -443,24 +443,28 @@ def _not_implemented(what: str, name: str) -> Exception:
 
 def _ur_elementwise(name: str, mesh: Any, out_spec: Any, *avals: ShapedArray, **params: Any) -> tuple:
     red = nary_reduced(mesh, *avals)
-    if any(ur(a)[0] for a in avals):
-        raise _not_implemented("unreduced", name)
+    if any(ur(a)[0] for a in avals):  # (jax 0.12's error; jax 0.10/0.11 raised NotImplementedError)
+        got = ", ".join(_short(a) for a in avals)
+        raise ShardingTypeError(f"{name} is a non-linear operation and cannot accept "
+                                f"{'input that is' if len(avals) == 1 else 'inputs that are'} unreduced. Got {got}")
     return frozenset(), red
 
 
 def _ur_add(name: str, mesh: Any, out_spec: Any, x: ShapedArray, y: ShapedArray, **params: Any) -> tuple:
+    """``add`` (and ``sub``, linear too: jax 0.12): operands unreduced along the same axes, or neither."""
     red = nary_reduced(mesh, x, y)
+    op = "add" if name == "add_any" else name
     xu, yu = ur(x)[0], ur(y)[0]
     if xu and yu:
         if xu != yu:
-            raise ShardingTypeError(f"lhs and rhs to `add` must be unreduced along the same mesh axes. Got "
+            raise ShardingTypeError(f"lhs and rhs to `{op}` must be unreduced along the same mesh axes. Got "
                                     f"lhs={set(xu)}, rhs={set(yu)}")
         return xu, red
     if xu or yu:
         lhs, rhs = ("lhs", "rhs") if xu else ("rhs", "lhs")
-        raise ShardingTypeError(f"{lhs} is unreduced while {rhs} is not. `add` operation does not allow this "
+        raise ShardingTypeError(f"{lhs} is unreduced while {rhs} is not. `{op}` operation does not allow this "
                                 "because there will be implicit communication. Please reduce "
-                                f"{lhs} via `reshard` before calling `add`.")
+                                f"{lhs} via `reshard` before calling `{op}`.")
     return frozenset(), red
 
 
@@ -598,7 +602,7 @@ UR_RULES: dict = {
     "dynamic_update_slice": _ur_dynamic_update_slice, "gather": _ur_under_out_sharding,
     "scatter": _ur_under_out_sharding, "scatter-add": _ur_under_out_sharding, "scatter_add": _ur_under_out_sharding,
     "scatter_sub": _ur_under_out_sharding,
-    "add": _ur_add, "add_any": _ur_add, "mul": _ur_mul, "dot_general": _ur_dot_general,
+    "add": _ur_add, "add_any": _ur_add, "sub": _ur_add, "neg": _ur_same, "mul": _ur_mul, "dot_general": _ur_dot_general,
     "reduce_sum": _ur_reduce_sum, "sharding_constraint": _ur_constraint, "reshape": _ur_reshape,
     "convert_element_type": _ur_same, "transpose": _ur_same, "squeeze": _ur_same, "expand_dims": _ur_same,
     "slice": _ur_same, "pad": _ur_same, "reduce_precision": _ur_same, "copy": _ur_same, "copy_p": _ur_same,
