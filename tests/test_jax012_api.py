@@ -669,3 +669,28 @@ def test_unreduced_operands_like_jax_012(case):
         jgot, jtyp = run(jax, jnp)
         _same(got, jgot)
         assert jtyp.replace("float32", "f32") == typ.replace("float32", "f32")
+
+
+@pytest.mark.parametrize("name", ["cholesky", "eigh"])
+@pytest.mark.parametrize("shape", [(2, 3), (3,), (2, 3, 4)])
+@pytest.mark.parametrize("jit", [False, True])
+def test_linalg_square_input_errors_as_jax_012(name, shape, jit):
+    msg = rf"The input to linalg.{name} must have shape \[\.\.\., n, n\], got shape {re_shape(shape)}"
+
+    def call(m):
+        f = getattr(m.lax.linalg, name)
+        return (m.jit(f) if jit else f)(np.ones(shape, np.float32))
+
+    with pytest.raises(ValueError, match=msg):  # (a TypeError too: jax 0.10/0.11 raised TypeErrors)
+        call(ftrans)
+    with pytest.raises(TypeError):
+        call(ftrans)
+    if JAX_012:
+        with pytest.raises(ValueError, match=msg):
+            call(jax)
+
+
+def re_shape(shape) -> str:
+    import re
+
+    return re.escape(str(tuple(shape)))
