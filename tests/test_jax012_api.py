@@ -694,3 +694,60 @@ def re_shape(shape) -> str:
     import re
 
     return re.escape(str(tuple(shape)))
+
+
+@pytest.mark.needs_devices(2)
+@pytest.mark.parametrize("op", ["psum", "all_gather", "ppermute", "axis_index"])
+def test_no_collectives_refuses_collectives_over_its_axes(op):
+    from ftrans.errors import ForbiddenCollectiveError
+
+    def run(m):
+        S = m.sharding
+        P = S.PartitionSpec
+        mesh = m.make_mesh((2,), ("x",), axis_types=(S.AxisType.Explicit,))
+        body = {"psum": lambda v: m.lax.psum(v, "x"),
+                "all_gather": lambda v: m.lax.all_gather(v, "x", tiled=True)[:2],
+                "ppermute": lambda v: m.lax.ppermute(v, "x", [(0, 1), (1, 0)]),
+                "axis_index": lambda v: v + m.lax.axis_index("x")}[op]
+        x = m.device_put(np.arange(4, dtype=np.float32), S.NamedSharding(mesh, P("x")))
+        f = m.jit(m.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+        with S.no_collectives({"x"}):
+            return np.asarray(f(x))
+
+    if op == "axis_index":  # (communicates nothing: allowed)
+        got = run(ftrans)
+        _same(got, np.float32([0, 1, 3, 4]))
+        if hasattr(jax.sharding, "no_collectives"):
+            _same(got, run(jax))
+        return
+    with pytest.raises(ForbiddenCollectiveError, match=f"`{op}` acts on axis 'x'"):
+        run(ftrans)
+    if hasattr(jax.sharding, "no_collectives"):
+        with pytest.raises(Exception, match="acts on axis 'x'"):
+            run(jax)
+
+
+@pytest.mark.needs_devices(4)
+@pytest.mark.parametrize("jit", [True, False])
+def test_pbroadcast_with_an_array_source_as_jax_012(jit):
+    def run(m, src):
+        S = m.sharding
+        P = S.PartitionSpec
+        mesh = m.make_mesh((4,), ("x",), axis_types=(S.AxisType.Explicit,))
+        x = m.device_put(np.arange(8, dtype=np.float32) * 10, S.NamedSharding(mesh, P("x")))
+        f = m.shard_map(lambda v, s: m.lax.pbroadcast(v, "x", s), mesh=mesh, in_specs=(P("x"), P()),
+                        out_specs=P("x"))
+        return np.asarray((m.jit(f) if jit else f)(x, src))
+
+    for src in (np.int32(2), np.int32(0)):
+        got = run(ftrans, src)
+        _same(got, np.tile(np.float32([20 * src, 20 * src + 10]), 4))
+        if JAX_012:
+            try:
+                _same(got, run(jax, src))
+            except NotImplementedError:  # (jax 0.12 lowers pbroadcast_dynamic for GPU/TPU only)
+                pass
+    with pytest.raises(TypeError, match="i32"):
+        run(ftrans, np.float32(1))
+    with pytest.raises(ValueError, match="scalar"):
+        run(ftrans, np.int32([1]))
