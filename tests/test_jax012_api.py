@@ -751,3 +751,74 @@ def test_pbroadcast_with_an_array_source_as_jax_012(jit):
         run(ftrans, np.float32(1))
     with pytest.raises(ValueError, match="scalar"):
         run(ftrans, np.int32([1]))
+
+
+OUT_SHARDING_CASES = {
+    "reduce_sum onto the axis": (lambda m, S, x, v: m.lax.reduce_sum(x, (0,), out_sharding=S.PartitionSpec("x")),
+                                 "reduction over axis 'x' does not mark it unreduced in the output"),
+    "reduce_sum unreduced": (lambda m, S, x, v: m.lax.reduce_sum(
+        x, (0,), out_sharding=S.PartitionSpec(None, unreduced={"x"})), None),
+    "reduce_sum other dimension": (lambda m, S, x, v: m.lax.reduce_sum(x, (1,), out_sharding=S.PartitionSpec("x")),
+                                   None),
+    "broadcast_in_dim moving the axis": (
+        lambda m, S, x, v: m.lax.broadcast_in_dim(v, (8, 8), (1,), out_sharding=S.PartitionSpec("x", None)),
+        "`broadcast_in_dim` changes the sharded dimension of axis 'x'"),
+    "broadcast_in_dim keeping it": (
+        lambda m, S, x, v: m.lax.broadcast_in_dim(v, (4, 8), (1,), out_sharding=S.PartitionSpec(None, "x")), None),
+    "dot_general contracting, unreduced": (lambda m, S, x, v: m.lax.dot_general(
+        x, x, (((0,), (0,)), ((), ())), out_sharding=S.PartitionSpec(None, None, unreduced={"x"})), None),
+    "dot_general contracting": (lambda m, S, x, v: m.lax.dot_general(
+        x, x, (((0,), (0,)), ((), ())), out_sharding=S.PartitionSpec(None, None)),
+        "`dot_general` contracts over axis 'x' without marking it unreduced"),
+}
+
+
+@pytest.mark.needs_devices(8)
+@pytest.mark.parametrize("case", list(OUT_SHARDING_CASES))
+def test_no_collectives_with_out_sharding_like_jax_012(case):
+    from ftrans.errors import ForbiddenCollectiveError
+
+    fn, msg = OUT_SHARDING_CASES[case]
+
+    def run(m):
+        S = m.sharding
+        P = S.PartitionSpec
+        mesh = m.make_mesh((2, 4), ("x", "y"), axis_types=(S.AxisType.Explicit,) * 2)
+        x = m.device_put(np.arange(32, dtype=np.float32).reshape(8, 4), S.NamedSharding(mesh, P("x", None)))
+        v = m.device_put(np.arange(8, dtype=np.float32), S.NamedSharding(mesh, P("x")))
+        with m.set_mesh(mesh), S.no_collectives({"x"}):
+            return str(m.typeof(m.jit(lambda: fn(m, S, x, v))()))
+
+    if msg is None:
+        got = run(ftrans)
+        if hasattr(jax.sharding, "no_collectives"):
+            assert got.replace("f32", "float32") == run(jax)
+        return
+    with pytest.raises(ForbiddenCollectiveError, match=msg):
+        run(ftrans)
+    if hasattr(jax.sharding, "no_collectives"):
+        with pytest.raises(Exception, match=msg):
+            run(jax)
+
+
+@pytest.mark.needs_devices(8)
+@pytest.mark.parametrize("out, msg", [(("x", None), None), ((None, "x"), "`reduce` changes the sharded dimension")])
+def test_no_collectives_reduce_moving_an_axis(out, msg):
+    from ftrans.errors import ForbiddenCollectiveError
+
+    def run(m):
+        S = m.sharding
+        P = S.PartitionSpec
+        mesh = m.make_mesh((2, 4), ("x", "y"), axis_types=(S.AxisType.Explicit,) * 2)
+        x = m.device_put(np.arange(64, dtype=np.float32).reshape(4, 4, 4), S.NamedSharding(mesh, P("x", None, None)))
+        with m.set_mesh(mesh), S.no_collectives({"x"}):
+            return str(m.typeof(m.jit(lambda: m.lax.reduce_sum(x, (2,), out_sharding=P(*out)))()))
+
+    if msg is None:
+        assert run(ftrans).replace("f32", "float32") == "float32[4@x,4]"
+        return
+    with pytest.raises(ForbiddenCollectiveError, match=msg):
+        run(ftrans)
+    if hasattr(jax.sharding, "no_collectives"):
+        with pytest.raises(Exception, match=msg):
+            run(jax)

@@ -329,7 +329,9 @@ def check_no_collectives(prim: Any, avals: Sequence[ShapedArray], res: Any, para
     outs = [r[1] for r in (res if prim.multiple_results else (res,)) if r is not None and r[0] is not None]
     if not ins or not outs:
         return
-    name = "reshard" if prim.name == "sharding_constraint" else prim.name
+    name = prim.name
+    if name == "sharding_constraint":  # a reshard, or the type an ``out_sharding=`` gives a result
+        name = (getattr(params.get("sharding"), "_what", None) or "reshard").rpartition(".")[2]
     in_part = set().union(*(_spec_axes(s) for s in ins))
     in_unreduced = set().union(*(getattr(s, "unreduced", frozenset()) for s in ins))
     out_part = set().union(*(_spec_axes(s) for s in outs))
@@ -339,6 +341,16 @@ def check_no_collectives(prim: Any, avals: Sequence[ShapedArray], res: Any, para
         if r in in_unreduced and r not in out_unreduced:
             raise ForbiddenCollectiveError(f"{what} consumes unreduced axis '{r}' without keeping it unreduced in "
                                            "the output.")
+        if "axes" in params and prim.name.startswith(("reduce_", "arg")) and r not in out_unreduced and r in out_part:
+            reduced = {ax for a in avals[:1] if a.typed_sharding is not None
+                       for d in params["axes"] for ax in _axes(a.typed_sharding.spec[d])}
+            if r in reduced:  # (an out_sharding= split over the axis reduced over: jax 0.12's words)
+                raise ForbiddenCollectiveError(f"Collective across axis '{r}' is forbidden by `no_collectives`, but "
+                                               f"reduction over axis '{r}' does not mark it unreduced in the output.")
+            natural = [e for i, e in enumerate(ins[0]) if i not in set(params["axes"])]
+            if r in _spec_axes(natural) and _dims_of(natural, r) != _dims_of(outs[0], r):
+                raise ForbiddenCollectiveError(f"{what.replace(f'`{name}`', '`reduce`')} changes the sharded "
+                                               f"dimension of axis '{r}'.")
         if prim.name == "dot_general" and r not in out_unreduced:
             (lc, rc), _ = params["dimension_numbers"]
             contracted = {ax for a, dims in zip(avals, (lc, rc)) if a.typed_sharding is not None
@@ -349,18 +361,21 @@ def check_no_collectives(prim: Any, avals: Sequence[ShapedArray], res: Any, para
         if r in in_part and r not in out_part and r not in out_unreduced:
             raise ForbiddenCollectiveError(f"{what} loses sharding axis '{r}' in the output without marking it "
                                            "unreduced.")
-        if name == "reshard" and r in in_part and r in out_part and _dims_of(ins[0], r) != _dims_of(outs[0], r):
+        if prim.name == "sharding_constraint" and r in in_part and r in out_part and \
+                _dims_of(ins[0], r) != _dims_of(outs[0], r):
             raise ForbiddenCollectiveError(f"{what} changes the sharded dimension of axis '{r}'.")
 
 
-def check_reshard_no_collectives(aval: ShapedArray, sharding: Any) -> None:
-    """``no_collectives``' check of an eager ``reshard`` of a value of type ``aval`` to ``sharding``."""
+def check_reshard_no_collectives(aval: ShapedArray, sharding: Any, what: str = "reshard") -> None:
+    """``no_collectives``' check of an eager ``reshard`` (or ``out_sharding=`` of operation ``what``) of a value
+    of type ``aval`` to ``sharding``."""
     from types import SimpleNamespace
 
     if aval.typed_sharding is None:
         return
     prim = SimpleNamespace(name="sharding_constraint", multiple_results=False)
-    check_no_collectives(prim, [aval], (sharding.mesh, sharding.spec), {})
+    tagged = SimpleNamespace(_what=what)
+    check_no_collectives(prim, [aval], (sharding.mesh, sharding.spec), {"sharding": tagged})
 
 
 class _DuplicateSpec(ShardingTypeError):
