@@ -226,7 +226,7 @@ defjvp_zero(E.round_p)
 defjvp_zero(E.is_finite_p)
 defjvp_zero(E.stop_gradient_p)
 # nextafter(x, y) is x moved by one ulp: its derivative is 1 in x and 0 in y
-# almost everywhere.  (JAX has no rule and raises; a derivative is more useful.)
+# almost everywhere (jax 0.12 has the same rule; jax 0.10/0.11 raise).
 _binary(E.nextafter_p, lambda t, x, y, z: t, lambda t, x, y, z: Zero.from_primal_value(z))
 
 # ---------------------------------------------------------------- float math
