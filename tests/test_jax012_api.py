@@ -822,3 +822,24 @@ def test_no_collectives_reduce_moving_an_axis(out, msg):
     if hasattr(jax.sharding, "no_collectives"):
         with pytest.raises(Exception, match=msg):
             run(jax)
+
+
+def test_polynomial_under_jet():
+    from ftrans.experimental import jet
+
+    x = np.linspace(-1, 1, 4).astype(np.float32)
+    ones, zeros = np.ones(4, np.float32), np.zeros(4, np.float32)
+    f = lambda lx: lambda v: lx.polynomial(v, [v, 2.0, v * v, 4.0])  # noqa: E731
+    got_p, got_s = jet.jet(f(flax), (x,), ((ones, ones, zeros),))
+    # the same series through the recurrence written with * and +
+    want_p, want_s = jet.jet(lambda v: v + v * (2.0 + v * (v * v + v * 4.0)), (x,), ((ones, ones, zeros),))
+    _same(got_p, want_p, rtol=1e-6, atol=1e-6)
+    for a, b in zip(got_s, want_s):
+        _same(a, b, rtol=1e-5, atol=1e-5)
+    if JAX_POLY:
+        from jax.experimental import jet as jjet
+
+        jp, js = jjet.jet(f(jax.lax), (x,), ((ones, ones, zeros),))
+        _same(got_p, jp, rtol=1e-6, atol=1e-6)
+        for a, b in zip(got_s, js):
+            _same(a, b, rtol=1e-5, atol=1e-5)
