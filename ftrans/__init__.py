@@ -59,12 +59,12 @@ from ftrans.distributed import (  # noqa: E402
 )
 from ftrans.dtypes import float0
 from ftrans.numpy._indexing import ds, dslice  # noqa: E402
-from ftrans.sharding import make_mesh, reshard  # noqa: E402
+from ftrans.sharding import get_abstract_mesh, get_mesh, make_mesh, reshard, use_abstract_mesh  # noqa: E402
 from ftrans.transforms import sharded_eager as _sharded_eager  # noqa: E402,F401  (registers itself)
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import closure_convert, custom_gradient, custom_jvp, custom_vjp
-from ftrans.transforms.jit import clear_caches, disable_jit, eval_shape, jit
+from ftrans.transforms.jit import CompilerEffortLevel, Inline, clear_caches, disable_jit, eval_shape, jit
 from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
@@ -156,7 +156,9 @@ def typeof(x):
     return aval
 
 
+from ftrans import version as version  # noqa: E402,I001  (jax.version)
 from ftrans.core.version import __version__ as __version__  # noqa: E402
+from ftrans.version import __version_info__ as __version_info__  # noqa: E402
 
 P = PartitionSpec  # JAX's short name (jax.P)
 
@@ -203,6 +205,7 @@ __all__ = [
     "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring", "ad", "memory",
     "default_prng_impl",
     "ref", "Ref", "new_ref", "empty_ref", "free_ref", "freeze", "ds", "dslice",
+    "get_mesh", "get_abstract_mesh", "use_abstract_mesh", "CompilerEffortLevel", "Inline", "version",
 ]
 
 from ftrans import (  # noqa: E402

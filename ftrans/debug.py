@@ -13,10 +13,11 @@ import numpy as np
 from ftrans._callback import debug_callback as callback
 from ftrans._callback import debug_log as log
 from ftrans._callback import debug_print as print  # noqa: A004 - JAX's name
+from ftrans.core.ir import DebugEffect, OrderedDebugEffect  # noqa: F401  (JAX's effect types of debug callbacks)
 from ftrans.errors import FtransValueError
 
 __all__ = ["visualize_array_sharding", "visualize_sharding", "ShardingTable", "callback", "print", "log",
-           "inspect_array_sharding", "breakpoint"]
+           "inspect_array_sharding", "breakpoint", "DebugEffect", "OrderedDebugEffect"]
 
 
 class ShardingTable:

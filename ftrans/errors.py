@@ -179,6 +179,13 @@ class ShardingTypeError(JAXTypeError):
     cannot combine, or a result whose type would name one mesh axis twice."""
 
 
+class ForbiddenCollectiveError(Exception):
+    """JAX's ``ForbiddenCollectiveError`` (jax 0.12, ``jax._src.core``): inside
+    ``sharding.no_collectives(axes)``, an operation whose sharding types would need a collective across
+    one of ``axes`` (a reduction or reshard that drops the axis without marking the result unreduced, or a
+    reshard that moves the axis to another dimension)."""
+
+
 class JAXIndexError(_JaxDocumented, FtransIndexError):
     """JAX's ``jax.errors.JAXIndexError``: the base of the indexing errors (a boolean mask only known at run
     time)."""

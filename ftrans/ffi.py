@@ -37,7 +37,9 @@ from ftrans.lowering import compat
 
 __all__ = ["ffi_call", "ffi_lowering", "build_ffi_lowering_function", "include_dir", "pycapsule",
            "register_ffi_target", "register_ffi_type", "register_ffi_type_id",
-           "register_ffi_target_as_batch_partitionable"]
+           "register_ffi_target_as_batch_partitionable", "abstract_token"]
+
+from ftrans.core.tokens import abstract_token  # noqa: E402  (JAX's ``ffi.abstract_token``, a token's type)
 
 
 def register_ffi_target(name: str, fn: Any, platform: str = "cpu", api_version: int = 1, **kwargs: Any) -> None:
@@ -97,6 +99,9 @@ build_ffi_lowering_function = _jax_lowering_only("build_ffi_lowering_function")
 
 
 def _result_aval(r: Any, idx: int) -> ShapedArray:
+    if r is abstract_token:
+        raise NotImplementedError("ffi_call: a token result (ffi.abstract_token) is not supported by ftrans; "
+                                  "order side-effecting targets with has_side_effect=True instead")
     if not hasattr(r, "shape") or not hasattr(r, "dtype"):
         raise FtransValueError("All elements of result_shape_dtypes must have 'shape' and 'dtype' attributes. "
                                f"Got {r} at position {idx}.")

@@ -93,8 +93,21 @@ _EMPTY_MESH: list = []
 
 
 def get_mesh() -> Mesh:
-    """JAX's ``jax.sharding.get_mesh``: the mesh of the innermost ``use_mesh`` / ``with mesh:``, else the one
-    ``set_mesh`` installed, else the empty mesh (``.empty`` is True; ``set_mesh`` of it sets none)."""
+    """JAX's ``jax.sharding.get_mesh`` (also ``ftrans.get_mesh``): the mesh in context.
+
+    Returns:
+        The mesh of the innermost ``use_mesh`` / ``with mesh:``, else the one ``set_mesh`` installed, else
+        the empty mesh (``.empty`` is True; ``set_mesh`` of it sets none).
+
+    Examples:
+        >>> import ftrans
+        >>> ftrans.get_mesh().empty
+        True
+        >>> mesh = ftrans.make_mesh((1,), ("x",))
+        >>> with ftrans.sharding.use_mesh(mesh):
+        ...     print(ftrans.get_mesh().axis_names)
+        ('x',)
+    """
     mesh = _current_mesh()
     if mesh is not None:
         return mesh
@@ -104,8 +117,21 @@ def get_mesh() -> Mesh:
 
 
 def get_abstract_mesh() -> Any:
-    """The innermost ``use_abstract_mesh`` mesh, else the current mesh's abstract mesh, else an empty
-    AbstractMesh (``.empty`` is True), as in JAX; inside a shard_map body, the body's mesh."""
+    """JAX's ``jax.sharding.get_abstract_mesh`` (also ``ftrans.get_abstract_mesh``): the abstract mesh in
+    context.
+
+    Returns:
+        The innermost ``use_abstract_mesh`` mesh, else the current mesh's abstract mesh, else an empty
+        AbstractMesh (``.empty`` is True), as in JAX; inside a shard_map body, the body's mesh.
+
+    Examples:
+        >>> import ftrans
+        >>> ftrans.get_abstract_mesh().empty
+        True
+        >>> with ftrans.sharding.use_mesh(ftrans.make_mesh((1,), ("x",))):
+        ...     print(ftrans.get_abstract_mesh().axis_names)
+        ('x',)
+    """
     from ftrans.transforms.shard_map import body_abstract_mesh, body_depth
 
     s = _abstract_stack()
@@ -217,9 +243,26 @@ def _manual_axis_type(cls: type, varying: frozenset, unreduced: frozenset, reduc
 
 
 def use_abstract_mesh(mesh: Any) -> Any:
-    """Make ``mesh`` (an AbstractMesh) what ``get_abstract_mesh()`` returns inside the ``with`` block.  It names
-    no devices, so a bare PartitionSpec still needs a concrete mesh (``use_mesh``/``set_mesh``) to lay values
-    out.  As JAX's, it cannot change the size of the abstract mesh in context (a ValueError on entering)."""
+    """Make ``mesh`` (an AbstractMesh) what ``get_abstract_mesh()`` returns inside the ``with`` block
+    (JAX's ``jax.sharding.use_abstract_mesh``, also ``ftrans.use_abstract_mesh``).
+
+    It names no devices, so a bare PartitionSpec still needs a concrete mesh (``use_mesh``/``set_mesh``) to
+    lay values out.  As JAX's, it cannot change the size of the abstract mesh in context (a ValueError on
+    entering).
+
+    Args:
+        mesh: an ``AbstractMesh`` (a concrete ``Mesh`` stands for its abstract mesh).
+
+    Returns:
+        A context manager (usable as a decorator) whose ``with`` value is the abstract mesh.
+
+    Examples:
+        >>> import ftrans
+        >>> from ftrans.sharding import AbstractMesh
+        >>> with ftrans.use_abstract_mesh(AbstractMesh((2,), ("x",))):
+        ...     print(ftrans.get_abstract_mesh().axis_sizes)
+        (2,)
+    """
     mesh = as_mesh(mesh)  # a user's jax mesh or abstract mesh: ftrans's twin
     if isinstance(mesh, Mesh):
         mesh = mesh.abstract_mesh
@@ -386,3 +429,59 @@ def explicit_axes(f: Callable | None = None, /, *, axes: Any = None, in_sharding
         return _cast(out, outer)  # back to the outer mesh's axis types
 
     return wrapped
+
+
+class _NoCollectives:
+    """``sharding.no_collectives`` (jax 0.12): forbid collectives across some mesh axes in Explicit mode.
+
+    ``with no_collectives({"x"}):`` makes any operation whose sharding types would need communication
+    across mesh axis ``x`` raise ``ftrans.errors.ForbiddenCollectiveError`` when it is staged: a reduction or
+    reshard that drops ``x`` from the result without marking the result unreduced over ``x``, a reshard
+    that moves ``x`` to another dimension, a ``dot_general`` contracting over ``x`` into a result that is
+    not unreduced over ``x``, or an operation consuming a value unreduced over ``x`` whose result is not.
+    The setting is per thread and part of ``jit``'s cache keys (a function is traced again under it);
+    ``no_collectives.value`` is the set in force in the calling thread.
+
+    Examples:
+        >>> import numpy as np, ftrans
+        >>> from ftrans.sharding import AxisType, NamedSharding, PartitionSpec as P, no_collectives
+        >>> mesh = ftrans.make_mesh((1,), ("x",), axis_types=(AxisType.Explicit,))
+        >>> x = ftrans.device_put(np.ones((4, 2), np.float32), NamedSharding(mesh, P("x")))
+        >>> with ftrans.set_mesh(mesh), no_collectives({"x"}):
+        ...     ftrans.jit(lambda v: v * 2)(x).shape  # elementwise: no communication
+        (4, 2)
+        >>> with ftrans.set_mesh(mesh), no_collectives({"x"}):
+        ...     try:
+        ...         ftrans.jit(lambda v: v.sum(0))(x)  # the sum over the split dimension drops "x"
+        ...     except ftrans.errors.ForbiddenCollectiveError as e:
+        ...         print(str(e).splitlines()[0])
+        Collective across axis 'x' is forbidden by `no_collectives`, but `reduce_sum` loses sharding axis 'x' in the output without marking it unreduced.
+        >>> no_collectives.value
+        frozenset()
+    """
+
+    def __call__(self, new_val: set | frozenset) -> Any:
+        """Forbid collectives across the mesh axes ``new_val`` inside the ``with`` block.
+
+        Args:
+            new_val: a set or frozenset of mesh axis names (any other type is a ``TypeError``).
+
+        Returns:
+            A context manager.
+        """
+        from ftrans.core.config import config_context
+
+        return config_context("no_collectives")(new_val)
+
+    @property
+    def value(self) -> frozenset:
+        from ftrans.core.config import config
+
+        return config.no_collectives
+
+    def __repr__(self) -> str:
+        return f"no_collectives(value={self.value!r})"
+
+
+no_collectives = _NoCollectives()
+__all__ += ["no_collectives"]

@@ -1366,3 +1366,35 @@ def test_cauchy_quantile_derivative_at_the_median():
         np.testing.assert_allclose(np.asarray(ours), sign * 2 * np.pi, rtol=1e-6)
         # jax 0.12 selects 0 for the median's value, zeroing the derivative; 0.10 and 0.11's tan has it
         np.testing.assert_allclose(np.asarray(theirs), 0.0 if JAX_012 else sign * 2 * np.pi, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- what jax 0.12 changed: new names (j12api)
+def test_polynomial_past_unroll_terms_at_infinity():
+    """ftrans unrolls every term from the leading coefficient: +inf; jax 0.12's scan (past 8 terms) starts
+    from zero: NaN."""
+    coeffs = [1.0] * 10
+    assert float(flax.polynomial(np.float32(np.inf), coeffs)) == np.inf
+    assert float(ftrans.jit(lambda x: flax.polynomial(x, coeffs))(np.float32(np.inf))) == np.inf
+    if JAX_012:
+        assert np.isnan(float(jlax.polynomial(np.float32(np.inf), coeffs)))
+        assert float(jlax.polynomial(np.float32(np.inf), coeffs[:3])) == np.inf  # (unrolled: as ftrans)
+
+
+def test_symbolic_dim_bounds_may_be_looser_than_jax():
+    from ftrans import export as fe
+
+    c, d = fe.symbolic_shape("c, d", constraints=("c >= 4", "c <= 10", "d <= c"))
+    assert fe.symbolic_dim_bounds(d) == (1, np.inf)
+    if hasattr(jax.export, "symbolic_dim_bounds"):
+        jc, jd = jax.export.symbolic_shape("c, d", constraints=("c >= 4", "c <= 10", "d <= c"))
+        assert jax.export.symbolic_dim_bounds(jd) == (1, 10)
+
+
+def test_ffi_call_refuses_a_token_result():
+    with pytest.raises(NotImplementedError, match="token result"):
+        ftrans.ffi.ffi_call("some_target", ftrans.ffi.abstract_token)
+
+
+def test_psum_scatter_start_returns_a_future_outside_jit_too():
+    g = ftrans.vmap(lambda a: flax.psum_scatter_start(a, "b", tiled=True).done(), axis_name="b")
+    np.testing.assert_array_equal(np.asarray(g(np.ones((2, 4), np.float32))), np.full((2, 2), 2, np.float32))

@@ -164,12 +164,15 @@ def test_primitive_objects_match_jax_names():
     kept = {n for n in ("dce_sink_p",) if not hasattr(jlax, n) and hasattr(jlax_impl, n)}
     jax_names = {n for n in dir(jlax) if n.endswith("_p")} | kept
     ours = {n for n in dir(flax) if n.endswith("_p")}
-    assert ours <= jax_names
+    newer = {"polynomial_p"} - jax_names  # (jax 0.12's, which ftrans has whichever jax is installed)
+    assert ours - newer <= jax_names
     assert len(ours) >= 120
     for n in ours:
         p = getattr(flax, n)
         assert isinstance(p, fcore.Primitive)
         assert getattr(fcore.primitives, n) is p
+        if n in newer:
+            continue
         jp = getattr(jlax_impl if n in kept else jlax, n)
         assert p.name == jp.name.replace("-", "_") or n == "linear_solve_p", (n, p.name, jp.name)
     # make_jaxpr's equations hold exactly these objects

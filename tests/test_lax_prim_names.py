@@ -25,8 +25,6 @@ LEFT_OUT = {
     "stage_p", "ragged_all_to_all_p",
     # jax 0.11's: lax.log2 is log and div, lax.one_minus_square a custom_jvp of add/sub/mul (test below)
     "log2_p", "one_minus_square_p",
-    # jax 0.12's: lax.polynomial is Horner's rule in mul and add
-    "polynomial_p",
 }
 
 

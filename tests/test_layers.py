@@ -67,6 +67,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.experimental.key_reuse", "top"),
     ("ftrans.interpreters", "top"),
     ("ftrans.api_util", "top"),
+    ("ftrans.version", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,
 # so an unlisted ``ftrans.something`` has no layer instead of silently the top one.

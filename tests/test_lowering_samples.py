@@ -25,7 +25,7 @@ _APPROX = {
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "erf", "erfc",
     "erf_inv", "lgamma", "digamma", "pow", "div", "integer_pow", "dot_general", "reduce_sum",
     "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum", "scatter_add",
-    "scatter_mul", "mul", "square", "rem", "sign", "abs", "conv_general_dilated", "fft",
+    "scatter_mul", "mul", "square", "polynomial", "rem", "sign", "abs", "conv_general_dilated", "fft",
     "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig", "bessel_i0e", "bessel_i1e",
     "cholesky_update", "symmetric_product", "hessenberg", "householder_product", "ormqr", "tridiagonal",
     "tridiagonal_solve",

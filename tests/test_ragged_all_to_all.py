@@ -237,10 +237,14 @@ def test_cpu_lowering_is_dense_and_gpu_lowering_is_xla_custom_call(monkeypatch):
 
 def test_psend_and_precv_say_which_backend_lacks_them():
     mesh = Mesh(np.array(ftrans.devices()[:2]), ("x",))
-    f = ftrans.shard_map(lambda a: flax.psend(a, "x", [(0, 1)]), mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    with pytest.warns(DeprecationWarning, match="psend is deprecated"):  # (jax 0.12's deprecation)
+        psend = flax.psend
+    with pytest.warns(DeprecationWarning, match="precv is deprecated"):
+        precv = flax.precv
+    f = ftrans.shard_map(lambda a: psend(a, "x", [(0, 1)]), mesh=mesh, in_specs=P("x"), out_specs=P("x"))
     with pytest.raises(NotImplementedError, match="only on GPU.*'cpu'"):
         f(np.zeros((2,), np.float32))
-    g = ftrans.shard_map(lambda a: flax.precv(a, jax.ShapeDtypeStruct((1,), np.float32), "x", [(0, 1)]),
+    g = ftrans.shard_map(lambda a: precv(a, jax.ShapeDtypeStruct((1,), np.float32), "x", [(0, 1)]),
                          mesh=mesh, in_specs=P("x"), out_specs=P("x"))
     with pytest.raises(NotImplementedError, match="precv"):
         g(np.zeros((2,), np.float32))

@@ -218,6 +218,15 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         ((np.array(True), arr((3,), bf16, 1), arr((3,), bf16, 2)), {}),
         ((arr((3,), b), Array._new(arr((3,), f32, 1), True), Array._new(arr((3,), f32, 2), True)), {}),
     ]
+    s["polynomial"] = [  # (x, a_0, ..., a_N): one dtype, the result's shape or rank 0
+        ((arr((2, 3), f32), arr((2, 3), f32, 1), np.array(0.5, f32)), {}),
+        ((np.array(0.3, f32), arr((3,), f32, 1), np.array(0.5, f32), arr((3,), f32, 2)), {}),
+        ((arr((3,), i32), np.array(1, i32), arr((3,), i32, 1), np.array(2, i32)), {"unroll": 2}),
+        ((arr((2,), bf16), np.array(0.5, bf16), np.array(0.25, bf16)), {}),
+        ((arr((3,), np.dtype(np.complex64)), arr((3,), np.dtype(np.complex64), 1),
+          arr((3,), np.dtype(np.complex64), 2)), {}),
+        ((Array._new(arr((), f32), True), Array._new(arr((), f32, 1), True), Array._new(arr((), f32, 2), True)), {}),
+    ]
     s["clamp"] = [
         ((np.array(0.2, f32), arr((3,), f32), np.array(0.7, f32)), {}),
         ((arr((3,), i32, 1), arr((3,), i32, 2), arr((3,), i32, 3) + 3), {}),

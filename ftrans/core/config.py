@@ -226,6 +226,8 @@ class Config:
         "remove_size_one_mesh_axis_from_type": ("JAX_REMOVE_SIZE_ONE_MESH_AXIS_FROM_TYPE", "flag"),
         "auto_pcast": ("JAX_AUTO_PCAST", "flag"),
         "disable_vmap_shmap_error": ("JAX_DISABLE_VMAP_SHMAP_ERROR", "flag"),
+        # jax 0.12's ``jax.sharding.no_collectives``: mesh axes no collective may cross (no environment variable)
+        "no_collectives": (None, "axis_set"),
     }
     # JAX options a script may set that change nothing ftrans does, or that ftrans supports only at one
     # value: name -> (default, the values ftrans runs as JAX would, what the option is about). They are
@@ -461,6 +463,7 @@ class Config:
         # error instead); JAX's escape hatch that lets vmap's spmd_axis_name appear in a shard_map's specs.
         self.remove_size_one_mesh_axis_from_type = _flag_from_env("JAX_REMOVE_SIZE_ONE_MESH_AXIS_FROM_TYPE", False)
         self.auto_pcast = _flag_from_env("JAX_AUTO_PCAST", True)
+        self.no_collectives: frozenset = frozenset()
         self.disable_vmap_shmap_error = _flag_from_env("JAX_DISABLE_VMAP_SHMAP_ERROR", False)
         self._listeners: list = []
         # The transfer guard of each direction: None (JAX's default, "allow") or one of TRANSFER_LEVELS.
@@ -515,6 +518,10 @@ class Config:
             value = _ir_modes_option(value)
         elif kind == "flag":
             value = _truth(f"jax_{name}", value, "config option")
+        elif kind == "axis_set":
+            if not isinstance(value, (set, frozenset)):
+                raise TypeError(f"Expected axis name(s) as set or frozenset, got {value!r} of type {type(value)}")
+            value = frozenset(value)
         elif isinstance(kind, tuple):
             value = _choice_option(name, value, kind)
         check = self._validators.get(name)
@@ -669,7 +676,8 @@ TRACE_OPTIONS = frozenset({"default_matmul_precision", "numpy_rank_promotion", "
                            "allow_f16_reductions", "default_prng_impl", "debug_nans", "debug_infs",
                            "error_checking_behavior_nan", "error_checking_behavior_divide",
                            "error_checking_behavior_oob", "softmax_custom_jvp", "threefry_partitionable",
-                           "enable_custom_prng", "remove_size_one_mesh_axis_from_type", "auto_pcast"})
+                           "enable_custom_prng", "remove_size_one_mesh_axis_from_type", "auto_pcast",
+                           "no_collectives"})
 
 
 # The global values of the contexts ``make_user_context`` made (their names: ``user_context_<n>``), which are

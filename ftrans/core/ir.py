@@ -1597,6 +1597,30 @@ class EffectTypeSet(set):
 _named_effects: dict = {}
 
 
+class DebugEffect(NamedEffect):
+    """The effect of an unordered debug callback (``debug.print``, ``debug.callback``): JAX's
+    ``jax.debug.DebugEffect``; the one instance is what those equations' ``effects`` hold."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__("DebugEffect")
+
+
+class OrderedDebugEffect(NamedEffect):
+    """The effect of an ordered debug callback (``debug.print(..., ordered=True)``): JAX's
+    ``jax.debug.OrderedDebugEffect``."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__("OrderedDebugEffect", ordered=True)
+
+
+_named_effects["DebugEffect"] = DebugEffect()
+_named_effects["OrderedDebugEffect"] = OrderedDebugEffect()
+
+
 def named_effect(name: str, ordered: bool = False) -> NamedEffect:
     """The effect called ``name`` (one object per name)."""
     e = _named_effects.get(name)

@@ -295,6 +295,8 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
     if any(a.typed_sharding is not None and (a.typed_sharding.spec.unreduced or a.typed_sharding.spec.reduced) for a in avals) \
             or _res_has_ur(res, prim.multiple_results):
         res = _apply_ur(prim, mesh, avals, res, params)
+    if _config.no_collectives:
+        check_no_collectives(prim, avals, res, params)
     if prim.multiple_results:
         return [o if s is None else _make(o, s) for o, s in zip(out, res)]
     try:
@@ -306,6 +308,74 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
         short = out.str_short()
         raise ShardingTypeError(f"{prim.name} operation with inputs: {shown} produces an illegally sharded result: "
                                 f"{short[:short.index('[')]}[{dims}]") from None
+
+
+def _spec_axes(spec: Sequence) -> set:
+    return {ax for e in spec for ax in _axes(e)}
+
+
+def _dims_of(spec: Sequence, axis: str) -> list:
+    return [i for i, e in enumerate(spec) if axis in _axes(e)]
+
+
+def check_no_collectives(prim: Any, avals: Sequence[ShapedArray], res: Any, params: dict) -> None:
+    """jax 0.12's ``no_collectives``: refuse a typed result that needs a collective across a forbidden axis
+    (an operand's split or unreduced axis gone from the result and not unreduced there; a reshard that moves
+    an axis to another dimension; a ``dot_general`` contracting over the axis without an unreduced result)."""
+    from ftrans.errors import ForbiddenCollectiveError
+
+    forbidden = _config.no_collectives
+    ins = [a.typed_sharding.spec for a in avals if a.typed_sharding is not None]
+    outs = [r[1] for r in (res if prim.multiple_results else (res,)) if r is not None and r[0] is not None]
+    if not ins or not outs:
+        return
+    name = prim.name
+    if name == "sharding_constraint":  # a reshard, or the type an ``out_sharding=`` gives a result
+        name = (getattr(params.get("sharding"), "_what", None) or "reshard").rpartition(".")[2]
+    in_part = set().union(*(_spec_axes(s) for s in ins))
+    in_unreduced = set().union(*(getattr(s, "unreduced", frozenset()) for s in ins))
+    out_part = set().union(*(_spec_axes(s) for s in outs))
+    out_unreduced = set().union(*(getattr(s, "unreduced", frozenset()) for s in outs))
+    for r in sorted(forbidden, key=str):
+        what = f"Collective across axis '{r}' is forbidden by `no_collectives`, but `{name}`"
+        if r in in_unreduced and r not in out_unreduced:
+            raise ForbiddenCollectiveError(f"{what} consumes unreduced axis '{r}' without keeping it unreduced in "
+                                           "the output.")
+        if "axes" in params and prim.name.startswith(("reduce_", "arg")) and r not in out_unreduced and r in out_part:
+            reduced = {ax for a in avals[:1] if a.typed_sharding is not None
+                       for d in params["axes"] for ax in _axes(a.typed_sharding.spec[d])}
+            if r in reduced:  # (an out_sharding= split over the axis reduced over: jax 0.12's words)
+                raise ForbiddenCollectiveError(f"Collective across axis '{r}' is forbidden by `no_collectives`, but "
+                                               f"reduction over axis '{r}' does not mark it unreduced in the output.")
+            natural = [e for i, e in enumerate(ins[0]) if i not in set(params["axes"])]
+            if r in _spec_axes(natural) and _dims_of(natural, r) != _dims_of(outs[0], r):
+                raise ForbiddenCollectiveError(f"{what.replace(f'`{name}`', '`reduce`')} changes the sharded "
+                                               f"dimension of axis '{r}'.")
+        if prim.name == "dot_general" and r not in out_unreduced:
+            (lc, rc), _ = params["dimension_numbers"]
+            contracted = {ax for a, dims in zip(avals, (lc, rc)) if a.typed_sharding is not None
+                          for d in dims for ax in _axes(a.typed_sharding.spec[d])}
+            if r in contracted:
+                raise ForbiddenCollectiveError(f"{what} contracts over axis '{r}' without marking it unreduced in "
+                                               "the output.")
+        if r in in_part and r not in out_part and r not in out_unreduced:
+            raise ForbiddenCollectiveError(f"{what} loses sharding axis '{r}' in the output without marking it "
+                                           "unreduced.")
+        if prim.name == "sharding_constraint" and r in in_part and r in out_part and \
+                _dims_of(ins[0], r) != _dims_of(outs[0], r):
+            raise ForbiddenCollectiveError(f"{what} changes the sharded dimension of axis '{r}'.")
+
+
+def check_reshard_no_collectives(aval: ShapedArray, sharding: Any, what: str = "reshard") -> None:
+    """``no_collectives``' check of an eager ``reshard`` (or ``out_sharding=`` of operation ``what``) of a value
+    of type ``aval`` to ``sharding``."""
+    from types import SimpleNamespace
+
+    if aval.typed_sharding is None:
+        return
+    prim = SimpleNamespace(name="sharding_constraint", multiple_results=False)
+    tagged = SimpleNamespace(_what=what)
+    check_no_collectives(prim, [aval], (sharding.mesh, sharding.spec), {"sharding": tagged})
 
 
 class _DuplicateSpec(ShardingTypeError):
@@ -388,24 +458,28 @@ def _not_implemented(what: str, name: str) -> Exception:
 
 def _ur_elementwise(name: str, mesh: Any, out_spec: Any, *avals: ShapedArray, **params: Any) -> tuple:
     red = nary_reduced(mesh, *avals)
-    if any(ur(a)[0] for a in avals):
-        raise _not_implemented("unreduced", name)
+    if any(ur(a)[0] for a in avals):  # (jax 0.12's error; jax 0.10/0.11 raised NotImplementedError)
+        got = ", ".join(_short(a) for a in avals)
+        raise ShardingTypeError(f"{name} is a non-linear operation and cannot accept "
+                                f"{'input that is' if len(avals) == 1 else 'inputs that are'} unreduced. Got {got}")
     return frozenset(), red
 
 
 def _ur_add(name: str, mesh: Any, out_spec: Any, x: ShapedArray, y: ShapedArray, **params: Any) -> tuple:
+    """``add`` (and ``sub``, linear too: jax 0.12): operands unreduced along the same axes, or neither."""
     red = nary_reduced(mesh, x, y)
+    op = "add" if name == "add_any" else name
     xu, yu = ur(x)[0], ur(y)[0]
     if xu and yu:
         if xu != yu:
-            raise ShardingTypeError(f"lhs and rhs to `add` must be unreduced along the same mesh axes. Got "
+            raise ShardingTypeError(f"lhs and rhs to `{op}` must be unreduced along the same mesh axes. Got "
                                     f"lhs={set(xu)}, rhs={set(yu)}")
         return xu, red
     if xu or yu:
         lhs, rhs = ("lhs", "rhs") if xu else ("rhs", "lhs")
-        raise ShardingTypeError(f"{lhs} is unreduced while {rhs} is not. `add` operation does not allow this "
+        raise ShardingTypeError(f"{lhs} is unreduced while {rhs} is not. `{op}` operation does not allow this "
                                 "because there will be implicit communication. Please reduce "
-                                f"{lhs} via `reshard` before calling `add`.")
+                                f"{lhs} via `reshard` before calling `{op}`.")
     return frozenset(), red
 
 
@@ -543,7 +617,7 @@ UR_RULES: dict = {
     "dynamic_update_slice": _ur_dynamic_update_slice, "gather": _ur_under_out_sharding,
     "scatter": _ur_under_out_sharding, "scatter-add": _ur_under_out_sharding, "scatter_add": _ur_under_out_sharding,
     "scatter_sub": _ur_under_out_sharding,
-    "add": _ur_add, "add_any": _ur_add, "mul": _ur_mul, "dot_general": _ur_dot_general,
+    "add": _ur_add, "add_any": _ur_add, "sub": _ur_add, "neg": _ur_same, "mul": _ur_mul, "dot_general": _ur_dot_general,
     "reduce_sum": _ur_reduce_sum, "sharding_constraint": _ur_constraint, "reshape": _ur_reshape,
     "convert_element_type": _ur_same, "transpose": _ur_same, "squeeze": _ur_same, "expand_dims": _ur_same,
     "slice": _ur_same, "pad": _ur_same, "reduce_precision": _ur_same, "copy": _ur_same, "copy_p": _ur_same,

@@ -1,9 +1,10 @@
 """JAX's ``jax.experimental`` names that ftrans provides."""
 
 from ftrans._callback import io_callback
+from ftrans.core.keys import primal_tangent_dtype  # noqa: E402  (JAX's jax.experimental.primal_tangent_dtype)
 from ftrans.experimental import compilation_cache, sparse
 
-__all__ = ["io_callback", "compilation_cache", "sparse"]
+__all__ = ["io_callback", "compilation_cache", "sparse", "primal_tangent_dtype"]
 from ftrans.experimental import jet, ode  # noqa: E402
 
 __all__ += ["jet", "ode"]

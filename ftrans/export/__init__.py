@@ -24,7 +24,13 @@ from ftrans.export._serialization import (
     register_namedtuple_serialization,
     register_pytree_node_serialization,
 )
-from ftrans.export._shape_poly import SymbolicScope, is_symbolic_dim, symbolic_args_specs, symbolic_shape
+from ftrans.export._shape_poly import (
+    SymbolicScope,
+    is_symbolic_dim,
+    symbolic_args_specs,
+    symbolic_dim_bounds,
+    symbolic_shape,
+)
 
 call = call_exported
 
@@ -32,5 +38,5 @@ __all__ = [
     "DisabledSafetyCheck", "Exported", "SymbolicScope", "call", "call_exported", "default_export_platform",
     "deserialize", "export", "is_symbolic_dim", "maximum_supported_calling_convention_version",
     "minimum_supported_calling_convention_version", "register_namedtuple_serialization",
-    "register_pytree_node_serialization", "symbolic_args_specs", "symbolic_shape",
+    "register_pytree_node_serialization", "symbolic_args_specs", "symbolic_shape", "symbolic_dim_bounds",
 ]

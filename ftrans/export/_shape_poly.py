@@ -14,7 +14,7 @@ from typing import Any
 from ftrans.core.shape_poly import DimExpr, SymbolicScope, parse_dim
 
 __all__ = ["SymbolicScope", "is_symbolic_dim", "symbolic_shape", "symbolic_args_specs",
-           "shape_polymorphism_unsupported"]
+           "shape_polymorphism_unsupported", "symbolic_dim_bounds"]
 
 
 def shape_polymorphism_unsupported(what: str) -> NotImplementedError:
@@ -122,3 +122,39 @@ def symbolic_args_specs(args: Any, shapes_specs: Any, constraints: Sequence[str]
         dims = shape if spec is None else symbolic_shape(spec, scope=scope, like=shape)
         out.append(ShapeDtypeStruct(dims, getattr(leaf, "dtype", None) or type(leaf)))
     return tree_util.tree_unflatten(tree, out)
+
+
+def symbolic_dim_bounds(dimension: Any) -> tuple:
+    """Inclusive bounds ftrans can prove for a dimension (JAX's ``export.symbolic_dim_bounds``, jax 0.11).
+
+    The bounds hold for every value of the dimension variables that the expression's ``SymbolicScope``
+    (its constraints) allows; they are conservative, and may be looser than JAX's where a bound needs
+    chaining constraints (``d <= c`` with ``c <= 10`` gives ``d <= inf`` here, ``10`` in JAX).
+
+    Args:
+        dimension: an integer or a symbolic dimension expression.
+
+    Returns:
+        ``(lower, upper)``: integers, or ``-inf``/``inf`` where no finite bound was established.
+
+    Examples:
+        >>> from ftrans import export
+        >>> b, = export.symbolic_shape("b")
+        >>> export.symbolic_dim_bounds(2 * b - 3)
+        (-1, inf)
+        >>> c, = export.symbolic_shape("c", constraints=("c >= 4", "c <= 10"))
+        >>> export.symbolic_dim_bounds(c // 2)
+        (2, 5)
+        >>> export.symbolic_dim_bounds(7)
+        (7, 7)
+    """
+    import math
+    import operator
+
+    from ftrans.core.shape_poly import _bounds
+
+    if not isinstance(dimension, DimExpr):
+        v = operator.index(dimension)  # (a float or string: TypeError, as JAX's)
+        return v, v
+    lo, hi = _bounds(dimension, dimension.scope)
+    return tuple(int(b) if math.isfinite(b) else b for b in (lo, hi))

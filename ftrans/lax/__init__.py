@@ -11,11 +11,10 @@ from ftrans.lax._collectives import (  # noqa: F401
     pmean,
     pmin,
     ppermute,
-    precv,
-    psend,
     pshuffle,
     psum,
     psum_scatter,
+    psum_scatter_start,
     pswapaxes,
     ragged_all_to_all,
 )
@@ -52,3 +51,20 @@ def optimization_barrier(operand):  # noqa: ANN001, ANN201 - mirrors JAX's lax s
 from ftrans.lax import _keys as _lax_keys  # noqa: E402
 
 _lax_keys.install(globals())
+
+
+# jax 0.12 deprecated ``lax.psend`` and ``lax.precv``: they stay reachable, with a DeprecationWarning, and out of
+# ``dir(ftrans.lax)`` (as in jax 0.12, whichever jax is installed).
+_DEPRECATED = {"psend": "ftrans.lax.psend is deprecated (as jax.lax.psend is since jax 0.12).",
+               "precv": "ftrans.lax.precv is deprecated (as jax.lax.precv is since jax 0.12)."}
+
+
+def __getattr__(name: str):
+    if name in _DEPRECATED:
+        import warnings
+
+        from ftrans.lax import _collectives
+
+        warnings.warn(_DEPRECATED[name], DeprecationWarning, stacklevel=2)
+        return getattr(_collectives, name)
+    raise AttributeError(f"module 'ftrans.lax' has no attribute {name!r}")

@@ -46,12 +46,28 @@ from ftrans.core.prims.collectives import (
     vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 from ftrans.transforms.shard_map import collective_pvary, pvary_tracer, vma_checked_names
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index",
-           "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv"]
+           "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv",
+           "psum_scatter_start"]
 
+
+
+def _collective_frames(op: str, names: Sequence[Any]) -> list:
+    """``frames_of`` for a collective: jax 0.12's ``sharding.no_collectives`` forbids one across its axes (not
+    ``axis_index`` or ``pcast``, which communicate nothing)."""
+    frames = frames_of(op, names)
+    forbidden = _config.no_collectives
+    if forbidden:
+        from ftrans.errors import ForbiddenCollectiveError
+
+        for n in names:
+            if n in forbidden:
+                raise ForbiddenCollectiveError(f"Collective across axis '{n}' is forbidden by `no_collectives`, but "
+                                               f"`{op}` acts on axis '{n}'.")
+    return frames
 
 def _groups(op: str, axis_index_groups: Any, names: tuple) -> Any:
     """``axis_index_groups`` as a tuple of tuples of ints (indices along the named axes, several names
@@ -63,7 +79,7 @@ def _groups(op: str, axis_index_groups: Any, names: tuple) -> Any:
     except TypeError:
         raise FtransTypeError(f"{op}: axis_index_groups must be a sequence of sequences of ints, got "
                               f"{axis_index_groups!r}") from None
-    frames = frames_of(op, names)
+    frames = _collective_frames(op, names)
     if any(f.main is not None for f in frames):  # as in JAX
         raise NotImplementedError(f"{op}: axis_index_groups over {names!r}, which vmap binds, is not supported "
                                   "(axis_index_groups works over pmap and shard_map axes)")
@@ -177,7 +193,7 @@ def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: An
             return x
     named = tuple(n for n in names if type(n) is not int)
     positional = tuple(n for n in names if type(n) is int)
-    frames = frames_of(op, named)
+    frames = _collective_frames(op, named)
     groups = _groups(op, axis_index_groups, named)
     size = len(groups[0]) if groups else math.prod(f.size for f in frames)
 
@@ -233,7 +249,7 @@ def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """JAX's ``lax.pmean``: the mean of ``x`` (a pytree) over the named axis (or axes)."""
     names = _as_names("pmean", axis_name)
     named = tuple(n for n in names if type(n) is not int)
-    frames = frames_of("pmean", named)
+    frames = _collective_frames("pmean", named)
     positional = [n for n in names if type(n) is int]
     groups = _groups("pmean", axis_index_groups, named)
     named_size = len(groups[0]) if groups else math.prod(f.size for f in frames)
@@ -278,7 +294,7 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
         raise NotImplementedError(f"all_gather: to={'reduced' if reduced else 'invarying'!r} with "
                                   "axis_index_groups is not supported (as in JAX)")
     names = _as_names("all_gather", axis_name)
-    frames_of("all_gather", names)
+    _collective_frames("all_gather", names)
     groups = _groups("all_gather", axis_index_groups, names)
     inv = {"to": "invarying"} if to == "invarying" else {}
     if reduced and names and not vma_checked_names(names):
@@ -298,7 +314,7 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
 
     if reduced and names and vma_checked_names(names) == names:
         # In a checked shard_map body, as JAX's: one ``all_gather_reduced`` (varying -> reduced) over the names.
-        n = math.prod(f.size for f in frames_of("all_gather", names))
+        n = math.prod(f.size for f in _collective_frames("all_gather", names))
 
         def gather_reduced(leaf: Any) -> Any:
             v = _operand(leaf)
@@ -334,7 +350,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     names = _as_names("all_to_all", axis_name)
     if not names:
         raise FtransValueError("all_to_all: axis_name is an empty tuple; give at least one axis name")
-    frames = frames_of("all_to_all", names)
+    frames = _collective_frames("all_to_all", names)
     sizes = tuple(f.size for f in frames)
     groups = _groups("all_to_all", axis_index_groups, names)
     total = len(groups[0]) if groups else math.prod(sizes)
@@ -412,7 +428,7 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
         raise FtransValueError("ppermute: axis_name is an empty tuple; give at least one axis name")
     # Several names act as one axis over all of them, indexed row-major (the last name varying fastest).
     name = names[0] if len(names) == 1 else names
-    n = math.prod(f.size for f in frames_of("ppermute", names))
+    n = math.prod(f.size for f in _collective_frames("ppermute", names))
     try:
         perm = tuple((int(s), int(d)) for s, d in perm)
     except (TypeError, ValueError):
@@ -420,6 +436,64 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
                               f"got {perm!r}") from None
     check_perm("ppermute", perm, n, name)
     return _tree_map(lambda leaf: ppermute_p.bind(_vary(_operand(leaf), names, "ppermute"), axis_name=name, perm=perm), x)
+
+
+class CollectiveFuture:
+    """A started collective (jax 0.12's ``AbstractFuture`` value, from ``lax.psum_scatter_start``): ``done()``
+    gives its result.  ftrans computes the collective when it starts (XLA schedules the communication
+    itself), so ``done()`` only hands the result over; like JAX's, a future is not an array: it cannot be
+    returned from a traced function or passed to an operation."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any):
+        self._value = value
+
+    def done(self) -> Any:
+        """The collective's result."""
+        return self._value
+
+    shape = property(lambda self: self._value.shape)
+    dtype = property(lambda self: self._value.dtype)
+    ndim = property(lambda self: len(self._value.shape))
+    size = property(lambda self: self._value.size)
+
+    def __repr__(self) -> str:
+        return f"CollectiveFuture({self._value.dtype}{list(self._value.shape)})"
+
+
+def psum_scatter_start(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
+                       tiled: bool = False) -> Any:
+    """JAX's ``lax.psum_scatter_start`` (jax 0.12): ``psum_scatter`` started asynchronously.
+
+    Args:
+        x: an array or pytree of arrays, inside a mapped context (``shard_map``, ``pmap``, ``vmap`` with
+            an axis name).
+        axis_name: the axis name(s) to sum over and scatter along.
+        scatter_dimension: the dimension of ``x`` split among the axis' members.
+        axis_index_groups: as for ``psum_scatter``.
+        tiled: must be True (as in JAX, only the tiled form starts asynchronously).
+
+    Returns:
+        A pytree like ``x`` of futures; each one's ``done()`` is ``psum_scatter(leaf, ..., tiled=True)``.
+
+    Examples:
+        >>> import numpy as np, ftrans
+        >>> from ftrans import lax
+        >>> from ftrans.sharding import AxisType, PartitionSpec as P
+        >>> mesh = ftrans.make_mesh((1,), ("i",), axis_types=(AxisType.Auto,))
+        >>> def body(a):
+        ...     fut = lax.psum_scatter_start(a, "i", tiled=True)
+        ...     return fut.done() * 2
+        >>> ftrans.jit(ftrans.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))(np.ones(2))
+        Array([2., 2.], dtype=float32)
+    """
+    if not tiled:
+        raise FtransNotImplementedError("psum_scatter_start: only tiled=True starts asynchronously (as in JAX); "
+                                        "use psum_scatter for the untiled form")
+    out = psum_scatter(x, axis_name, scatter_dimension=scatter_dimension, axis_index_groups=axis_index_groups,
+                       tiled=True)
+    return tree_util.tree_map(CollectiveFuture, out)
 
 
 def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
@@ -436,7 +510,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
         names = _without_size_one(names)
         if not names:
             return x
-    frames = frames_of("psum_scatter", names)
+    frames = _collective_frames("psum_scatter", names)
     sizes = tuple(f.size for f in frames)
     groups = _groups("psum_scatter", axis_index_groups, names)
     total = len(groups[0]) if groups else math.prod(sizes)
@@ -524,23 +598,34 @@ def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
     return ppermute(x, name, [(src, dst) for dst, src in enumerate(perm)])
 
 
-def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
+def pbroadcast(x: Any, axis_name: Any, source: Any) -> Any:
     """JAX's ``lax.pbroadcast``: every element of the named axis gets ``x`` (a pytree) of element ``source``.
 
     Computed as JAX documents it: ``psum(where(axis_index(axis_name) == source, x, 0), axis_name)`` (JAX 0.10.2
     itself binds a ``pbroadcast`` primitive that fails under ``vmap`` and has no CPU lowering; see
-    ``docs/differences.md``).  Several axis names act as one axis indexed row-major.
+    ``docs/differences.md``).  Several axis names act as one axis indexed row-major.  ``source`` is a Python
+    int, or (jax 0.12) an int32 scalar array, traced or not: the index chosen when the program runs (an
+    index outside the axis gives zeros).
     """
     names = _as_names("pbroadcast", axis_name)
     if not names:
         raise FtransValueError("pbroadcast: axis_name is an empty tuple; give at least one axis name")
-    total = math.prod(f.size for f in frames_of("pbroadcast", names))
+    total = math.prod(f.size for f in _collective_frames("pbroadcast", names))
     if isinstance(source, bool) or not isinstance(source, (int, np.integer)):
-        raise FtransTypeError(f"pbroadcast: source must be a Python int (an index into the axis), got {source!r}")
-    source = int(source)
-    if not 0 <= source < total:
-        raise FtransValueError(f"pbroadcast: source {source} is out of range for the axis {axis_name!r} of size "
-                               f"{total}; give an index in [0, {total})")
+        if not hasattr(source, "dtype") or not hasattr(source, "shape"):
+            raise FtransTypeError(f"pbroadcast: source must be a Python int (an index into the axis) or an int32 "
+                                  f"scalar array, got {source!r}")
+        if np.dtype(source.dtype) != np.dtype(np.int32):
+            raise FtransTypeError(f"pbroadcast dynamic source must be an i32 array, got {source.dtype}")
+        if tuple(source.shape) != ():
+            raise FtransValueError(f"pbroadcast dynamic source must be a scalar, got shape {tuple(source.shape)}")
+        source = _operand(source)
+    else:
+        source = int(source)
+        if not 0 <= source < total:
+            raise FtransValueError(f"pbroadcast: source {source} is out of range for the axis {axis_name!r} of "
+                                   f"size {total}; give an index in [0, {total})")
+        source = np.int32(source)
 
     def one(leaf: Any) -> Any:
         v = _operand(leaf)
@@ -549,7 +634,7 @@ def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
         if is_bool:
             v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)
             aval = aval_of(v)
-        here = E.eq_p.bind(axis_index(names), np.int32(source))
+        here = E.eq_p.bind(axis_index(names), source)
         here = S.broadcast_in_dim_p.bind(here, shape=aval.shape, broadcast_dimensions=()) \
             if aval.shape else here
         zero = S.broadcast_in_dim_p.bind(convert(0, aval.dtype, aval.weak_type), shape=aval.shape,
@@ -668,7 +753,7 @@ def ragged_all_to_all(operand: Any, output: Any, input_offsets: Any, send_sizes:
     names = _as_names("ragged_all_to_all", axis_name)
     if not names:
         raise FtransValueError("ragged_all_to_all: axis_name is an empty tuple; give at least one axis name")
-    frames_of("ragged_all_to_all", names)
+    _collective_frames("ragged_all_to_all", names)
     args = [_operand(a) for a in (operand, output, input_offsets, send_sizes, output_offsets, recv_sizes)]
     return ragged_all_to_all_p.bind(*args, axis_name=names, axis_index_groups=None)
 
@@ -686,7 +771,7 @@ def psend(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     """JAX's ``lax.psend`` (a send to the ``perm`` destinations, returning a token): raises NotImplementedError
     (see the message for the backend)."""
     names = _as_names("psend", axis_name)
-    frames_of("psend", names)
+    _collective_frames("psend", names)
     raise _p2p_unsupported("psend")
 
 
@@ -694,5 +779,5 @@ def precv(token: Any, out_shape: Any, axis_name: Any, perm: Sequence[tuple[int, 
     """JAX's ``lax.precv`` (the receive matching ``psend``): raises NotImplementedError (see the message for the
     backend)."""
     names = _as_names("precv", axis_name)
-    frames_of("precv", names)
+    _collective_frames("precv", names)
     raise _p2p_unsupported("precv")

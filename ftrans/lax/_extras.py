@@ -327,41 +327,79 @@ def log2(x: Any, *, accuracy: Any = None) -> Any:
 
 
 def polynomial(x: Any, coeffs: Sequence[Any], *, unroll: int | None = None) -> Any:
-    """``lax.polynomial`` (jax 0.12): ``a_0 + a_1 x + ... + a_N x**N`` by Horner's rule, for
-    ``coeffs = (a_0, ..., a_N)`` (lowest degree first).
+    """``lax.polynomial`` (jax 0.12): a polynomial evaluated by Horner's rule,
+    ``a_0 + x (a_1 + x (a_2 + ... + x a_N))`` for ``coeffs = (a_0, ..., a_N)`` (lowest degree first).
 
-    Staged as multiplications and additions (JAX binds a ``polynomial`` primitive that lowers to the same
-    recurrence), starting from the leading coefficient, so an infinite ``x`` gives NumPy's infinity where
-    a recurrence started from zero would give ``0 * inf``.  Coefficients broadcast against ``x`` (size-1
-    dimensions of the same rank); ``x`` and the coefficients share one dtype, Python scalars taking it.
-    ``unroll`` (JAX's bound on the unrolled terms before a scan) is accepted; every term is unrolled here.
+    Binds the ``polynomial`` primitive (``lax.polynomial_p``), whose derivative in ``x`` is the derivative
+    polynomial ``sum k a_k x**(k-1)`` (another ``polynomial``, so every order stays cheap) and which is
+    linear in the coefficients.  The recurrence starts from the leading coefficient, so an infinite ``x``
+    gives the polynomial's infinity where a recurrence started from zero would give ``0 * inf``.
+
+    Args:
+        x: the points (an array or scalar of a numeric, non-boolean dtype).
+        coeffs: the coefficients ``(a_0, ..., a_N)``.  Scalars take ``x``'s dtype (and, for a weakly
+            typed rank-0 ``x``, its weak type); arrays are converted to ``x``'s dtype and must have ``x``'s
+            rank (or be rank 0), size-1 dimensions broadcasting.
+        unroll: JAX's bound on the terms its lowering unrolls before a ``scan`` (``None``: 8); ftrans
+            unrolls every term, so it changes nothing but must be a positive int if given.
+
+    Returns:
+        The polynomial at ``x``: the broadcast shape of ``x`` and the coefficients, in ``x``'s dtype.
+        No coefficients give zeros like ``x``; one gives ``a_0`` at that shape.
+
+    Examples:
+        >>> from ftrans import lax
+        >>> lax.polynomial(3.0, [1.0, 5.0, 2.0])
+        Array(34., dtype=float32, weak_type=True)
+        >>> import ftrans, ftrans.numpy as jnp
+        >>> ftrans.grad(lambda x: lax.polynomial(x, [1.0, 5.0, 2.0]))(3.0)
+        Array(17., dtype=float32, weak_type=True)
+        >>> lax.polynomial(jnp.array([0.0, 1.0, 2.0]), [1, 1, 1])
+        Array([1., 3., 7.], dtype=float32)
     """
-    from ftrans.core.operands import promote_args
     from ftrans.core.prims import elementwise as E
+    from ftrans.core.trace import Tracer
 
-    def mul(a: Any, b: Any) -> Any:
-        return E.mul_p.bind(*promote_args("polynomial", a, b))
-
-    def add(a: Any, b: Any) -> Any:
-        return E.add_p.bind(*promote_args("polynomial", a, b))
-
-    coeffs = list(coeffs)
-    if not coeffs:
-        raise FtransValueError("polynomial: coeffs must hold at least one coefficient (a_0)")
-    if unroll is not None and (isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1):
+    coeffs = tuple(coeffs)
+    if unroll is not None and (isinstance(unroll, bool) or not isinstance(unroll, (int, np.integer)) or unroll < 1):
         raise FtransValueError(f"polynomial: unroll must be None or a positive int, got {unroll!r}")
-    strong = {str(d) for d, w in (dtype_weak(v) for v in [x, *coeffs]) if not w}
-    if len(strong) > 1:
-        raise FtransTypeError(f"polynomial: x and the coefficients must have one dtype, got {sorted(strong)}")
-    ranks = {len(shape_of(v)) for v in [x, *coeffs] if shape_of(v)}
-    if len(ranks) > 1:  # (JAX's words: no rank promotion, only size-1 dimensions broadcast)
-        raise FtransTypeError(f"polynomial: arrays must have the same number of dimensions, got {ranks}")
-    if len(coeffs) == 1:  # (a_0 at x's shape: no ``0 * x``, which an infinite x makes NaN)
-        return add(full_like(as_operand(x), 0), coeffs[0])
-    y = coeffs[-1]
-    for c in reversed(coeffs[:-1]):
-        y = add(mul(y, x), c)
-    return y
+    xo = as_operand(x)
+    dt, weak = dtype_weak(xo)
+    weak_scalar = weak and not shape_of(xo)  # (JAX's scalar coefficients take a weak rank-0 x's weak type)
+    if not isinstance(dt, np.dtype) or dt == np.bool_ or dt.kind not in "iufcV" or not dtypes.issubdtype(
+            dt, np.number):
+        raise FtransTypeError(f"polynomial does not accept dtype {dt} at position 0. Accepted dtypes at position "
+                              "0 are subtypes of integer, complexfloating, floating.")
+    ops = [xo]
+    for c in coeffs:
+        if not isinstance(c, Tracer) and np.ndim(c) == 0:
+            ops.append(_coefficient(c, dt, weak_scalar))
+        else:
+            ops.append(lax.convert_element_type(c, dt))
+    if not coeffs:
+        return full_like(xo, 0)
+    shapes = [tuple(shape_of(v)) for v in ops if shape_of(v)]
+    if len({len(s) for s in shapes}) > 1:  # (JAX's words: no rank promotion, only size-1 dimensions broadcast)
+        raise FtransTypeError(f"polynomial: arrays must have the same number of dimensions, got "
+                              f"{ {len(s) for s in shapes} }")
+    out_shape: tuple = ()
+    if shapes:
+        out_shape = tuple(max(ds) if min(ds) == 1 or max(ds) == min(ds) else -1 for ds in zip(*shapes))
+        if -1 in out_shape:
+            raise FtransTypeError(f"polynomial got incompatible shapes for broadcasting: "
+                                  f"{', '.join(map(str, shapes))}.")
+    full = [v if shape_of(v) in ((), out_shape) else
+            lax.broadcast_in_dim(v, out_shape, tuple(range(len(out_shape)))) for v in ops]
+    if len(coeffs) == 1:  # a_0 alone, at the result's shape (no primitive: JAX binds none either)
+        c0 = full[1]
+        return c0 if shape_of(c0) == out_shape else lax.broadcast_in_dim(c0, out_shape, ())
+    params = {} if unroll is None else {"unroll": int(unroll)}
+    return lax._bind(E.polynomial_p, *full, **params)
+
+
+def _coefficient(c: Any, dt: np.dtype, weak: bool) -> Any:
+    """A scalar coefficient in ``x``'s dtype (weak for a Python-scalar ``x``, as JAX's ``_const``)."""
+    return Array._new(np.asarray(np.asarray(c).astype(dt)), weak)
 
 
 def _one_minus_square_fn(x: Any) -> Any:

@@ -109,6 +109,7 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 else:  # a reshard, an ``out_sharding=``: the value's new type (JAX lowers it as one)
                     s = NamedSharding(s.mesh, s.spec, memory_kind=s.memory_kind)
                     s._type_cast = True
+                    s._what = _what  # (the operation ``no_collectives``' errors name)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 _check_spmd_batched(leaf, s)
@@ -124,7 +125,13 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 _assert_as_typed(array_aval(leaf), s)
             if _what == "with_sharding_constraint" and isinstance(s, NamedSharding):
                 _check_same_devices(leaf, s)
-            elif isinstance(s, NamedSharding) and _config.remove_size_one_mesh_axis_from_type:
+            if _what != "with_sharding_constraint" and _config.no_collectives and isinstance(s, NamedSharding) \
+                    and isinstance(leaf, Array):
+                from ftrans.core.sharding_rules import array_aval, check_reshard_no_collectives
+
+                check_reshard_no_collectives(array_aval(leaf), s, _what)
+            if _what != "with_sharding_constraint" and isinstance(s, NamedSharding) and \
+                    _config.remove_size_one_mesh_axis_from_type:
                 s = _as_type_laid(s)  # (reshard, out_sharding=: the result's sharding is its type's, as JAX's)
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)

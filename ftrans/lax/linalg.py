@@ -56,13 +56,12 @@ def _matrix(name: str, x: Any, *, square: bool) -> Any:
     """``x`` as an operand of a linear-algebra primitive, or a specific error naming the user's line."""
     x = as_operand(x)
     aval = aval_of(x)
+    if name in ("cholesky", "eigh") and (aval.ndim < 2 or aval.shape[-1] != aval.shape[-2]):  # (jax 0.12's words)
+        raise FtransShapeError(f"The input to linalg.{name} must have shape [..., n, n], got shape {aval.shape}")
     if aval.ndim < 2:
         raise FtransShapeError(
             f"{name}: expects a matrix or a stack of matrices (shape [..., m, n]), got shape {aval.shape}")
     if square and aval.shape[-1] != aval.shape[-2]:
-        if name == "eigh":  # (JAX's words)
-            raise FtransShapeError(f"eigh: Argument to symmetric eigendecomposition must have shape [..., n, n], "
-                                   f"got shape {aval.shape}")
         raise FtransShapeError(
             f"{name}: expects square matrices in the last two axes (shape [..., n, n]), got shape {aval.shape}")
     d = aval.dtype

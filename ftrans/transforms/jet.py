@@ -839,3 +839,19 @@ def _cumulative_rule(prim: Primitive, combine: Primitive, identity: float) -> Ca
 jet_rules[SO.cumprod_p] = _cumulative_rule(SO.cumprod_p, E.mul_p, 1.0)
 jet_rules[SO.cummax_p] = _cumulative_rule(SO.cummax_p, E.max_p, -np.inf)
 jet_rules[SO.cummin_p] = _cumulative_rule(SO.cummin_p, E.min_p, np.inf)
+
+
+def _horner(x: Any, *coeffs: Any, unroll: Any = None) -> Any:
+    """``polynomial``'s recurrence in ``mul`` and ``add`` (from the leading coefficient), for its series."""
+    y = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        y = E.add_p.bind(E.mul_p.bind(y, x), c)
+    return y
+
+
+def _polynomial_jet(primals: list, series: list, **params: Any) -> tuple[Any, list]:
+    _, terms = _jet_of(_horner, primals, series)
+    return E.polynomial_p.bind(*primals, **params), terms
+
+
+jet_rules[E.polynomial_p] = _polynomial_jet

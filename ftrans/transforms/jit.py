@@ -15,6 +15,7 @@ function appears in the IR as one call with its own jaxpr (or, with
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import inspect
 import os
@@ -1033,7 +1034,7 @@ class JitWrapped:
             device_eager.install()
         self._backend = backend
         self._max = int(max_cache_size)
-        self._inline = bool(inline)
+        self._inline = _canonical_inline(inline)
         self._keep_unused = bool(keep_unused)
         self._compiler_options = compiler_options
         if background_compilation is not None and not isinstance(background_compilation, bool):
@@ -2841,6 +2842,74 @@ def _forget_donated(leaves: list, mask: tuple, bufs: list) -> None:
                     pass
 
 
+class Inline(enum.Enum):
+    """How a jitted function called inside another trace is inlined (JAX's ``jax.Inline``, jax 0.11).
+
+    ``jit(f, inline=...)`` takes a member or a bool:
+
+    * ``JAX_EARLY``: ``f``'s equations join the caller's jaxpr (no ``jit`` equation).
+    * ``JAX_LATE``, ``XLA_EARLY``, ``XLA_LATE``, ``AUTO``: the caller's jaxpr keeps a ``jit`` equation;
+      how XLA inlines the call is left to ftrans's lowering (the results are the same).
+    * ``True`` is ``JAX_EARLY`` in ftrans (jax 0.10's meaning; jax 0.11 and later read it as
+      ``JAX_LATE``), ``False`` is ``AUTO``.
+
+    Examples:
+        >>> import ftrans
+        >>> f = ftrans.jit(lambda x: x * 2, inline=ftrans.Inline.JAX_EARLY)
+        >>> print(ftrans.make_jaxpr(lambda x: f(x) + 1)(1.0))
+        { lambda ; a:f32[]. let
+            b:f32[] = mul a 2.0:f32[]
+            c:f32[] = add b 1.0:f32[]
+          in (c,) }
+    """
+
+    JAX_EARLY = "jax_early"
+    JAX_LATE = "jax_late"
+    XLA_EARLY = "xla_early"
+    XLA_LATE = "xla_late"
+    AUTO = "auto"
+
+
+def _canonical_inline(inline: Any) -> bool:
+    """``jit``'s ``inline`` (a bool or an ``Inline``) as "put the body in the caller's jaxpr"."""
+    if isinstance(inline, Inline):
+        return inline is Inline.JAX_EARLY
+    if isinstance(inline, (bool, np.bool_)):
+        return bool(inline)
+    raise FtransValueError(f"Invalid inline option: {inline!r}; give True, False or a jax.Inline member")
+
+
+class CompilerEffortLevel(enum.Enum):
+    """How hard XLA works on a program (JAX's ``jax.CompilerEffortLevel``, jax 0.11).
+
+    The value of the ``optimization_level`` (run time) and ``memory_fitting_level`` (fitting in device
+    memory) entries of ``jit``'s ``compiler_options`` (or of ``Lowered.compile``'s); those entries also
+    take a member's name (``"O1"``) or number. The results never change, only compile time and speed.
+
+    Examples:
+        >>> import ftrans
+        >>> f = ftrans.jit(lambda x: x + 1,
+        ...                compiler_options={"optimization_level": ftrans.CompilerEffortLevel.O1})
+        >>> f(1.0)
+        Array(2., dtype=float32, weak_type=True)
+        >>> ftrans.CompilerEffortLevel("O3")
+        <CompilerEffortLevel.O3: 39>
+    """
+
+    UNKNOWN = 0
+    O0 = 9
+    O1 = 19
+    O2 = 29
+    O3 = 39
+
+    @classmethod
+    def _missing_(cls, value: object) -> CompilerEffortLevel | None:
+        return cls.__members__.get(value) if isinstance(value, str) else None
+
+
+_EFFORT_LEVEL_OPTIONS = ("optimization_level", "memory_fitting_level")
+
+
 def _compiler_options(options: Any) -> tuple:
     """``compiler_options`` as sorted (name, value) pairs, checked for what XLA can take."""
     if options is None:
@@ -2852,6 +2921,12 @@ def _compiler_options(options: Any) -> tuple:
     for k, v in options.items():
         if not isinstance(k, str):
             raise FtransTypeError(f"jit: compiler_options keys are XLA option names (str), got {k!r}")
+        if k in _EFFORT_LEVEL_OPTIONS:  # a CompilerEffortLevel, its name or its number: XLA's number
+            try:
+                v = CompilerEffortLevel(v).value
+            except ValueError:
+                raise FtransValueError(f"jit: compiler_options[{k!r}]: {v!r} is not a valid CompilerEffortLevel "
+                                       f"(one of {', '.join(CompilerEffortLevel.__members__)})") from None
         if not isinstance(v, (str, bool, int, float, np.integer, np.floating)):
             raise FtransTypeError(
                 f"jit: compiler_options[{k!r}] is a {type(v).__name__}; XLA options take str, bool, int or float")
@@ -2895,7 +2970,7 @@ _tb.register_boundary(Compiled.__call__)
 def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings: Any = None,
         static_argnums: int | Sequence[int] | None = None, static_argnames: str | Iterable[str] | None = None,
         donate_argnums: int | Sequence[int] | None = None, donate_argnames: str | Iterable[str] | None = None,
-        keep_unused: bool = False, device: Any = None, backend: str | None = None, inline: bool = False,
+        keep_unused: bool = False, device: Any = None, backend: str | None = None, inline: bool | Inline = False,
         abstracted_axes: Any = None, compiler_options: Any = None,
         max_cache_size: int = DEFAULT_CACHE_SIZE, optimizations: Any = None,
         background_compilation: bool | None = None) -> Any:
@@ -2903,7 +2978,7 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
 
     Usable as ``@jit``, ``@jit(static_argnums=...)`` or ``jit(f, ...)``.
     ``keep_unused=False`` (JAX's default) drops arguments the program never
-    reads from the compiled parameters; ``inline=True`` makes a call under
+    reads from the compiled parameters; ``inline=True`` (or ``Inline.JAX_EARLY``) makes a call under
     another trace record the body itself instead of a ``jit_call``;
     ``compiler_options`` (a dict of XLA option names to str/bool/int/float)
     reach XLA's compile options and key its caches.  ``optimizations`` picks the IR passes

@@ -581,6 +581,24 @@ def _clz_impl(x):
 clz_p = unop("clz", INT - NARROW_INT, _clz_impl)
 
 
+# ---------------------------------------------------------------- polynomial (JAX 0.12's polynomial_p)
+# Operands ``(x, a_0, a_1, ..., a_N)`` with N >= 1, one dtype, each of the result's shape or rank 0:
+# ``a_0 + x (a_1 + x (... + x a_N))`` by Horner's rule from the leading coefficient (so an infinite ``x`` gives
+# the polynomial's infinity, where a recurrence started from zero would give ``0 * inf``).  The optional
+# ``unroll`` param is JAX's bound on the unrolled terms of its lowering; ftrans unrolls every term.
+
+
+@quiet
+def _polynomial_impl(x, *coeffs, unroll=None):
+    y = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        y = np.add(np.multiply(y, x), c)
+    return np.asarray(y).astype(x.dtype, copy=False)
+
+
+polynomial_p = binop("polynomial", NUM, _polynomial_impl)
+
+
 # ----------------------------------------------------------------------------
 # Sharding rules of the elementwise primitives not made by unop/binop (core/sharding_rules.py)
 

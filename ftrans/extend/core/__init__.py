@@ -34,7 +34,8 @@ from ftrans.core.ir import typecheck as check_jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims.calls import CallPrimitive
-from ftrans.errors import JaxprTypeError
+from ftrans.core.tokens import AbstractToken, Token
+from ftrans.errors import InconclusiveDimensionOperation, JaxprTypeError
 from ftrans.extend.core import primitives
 
 __all__ = [
@@ -42,7 +43,37 @@ __all__ = [
     "JaxprInputEffect", "JaxprTypeError", "Literal", "Primitive", "Var", "check_jaxpr",
     "control_flow_allowed_effects", "custom_derivatives_allowed_effects", "eval_jaxpr", "jaxpr_as_fun",
     "jaxprs_in_params", "no_effects", "primitives", "remat_allowed_effects", "subjaxprs", "valid_jaxtype",
+    "AbstractToken", "Token", "InconclusiveDimensionOperation", "primal_dtype_to_tangent_dtype",
 ]
+
+
+def primal_dtype_to_tangent_dtype(primal_dtype: Any) -> Any:
+    """JAX's ``extend.core.primal_dtype_to_tangent_dtype``: the dtype of a tangent of ``primal_dtype``.
+
+    Args:
+        primal_dtype: a dtype (NumPy's, or an extended dtype).
+
+    Returns:
+        ``primal_dtype`` itself for a floating or complex dtype, ``float0`` for an integer or boolean one, and
+        for an extended dtype what its rules' ``tangent_dtype`` says.
+
+    Examples:
+        >>> import numpy as np
+        >>> from ftrans.extend.core import primal_dtype_to_tangent_dtype
+        >>> primal_dtype_to_tangent_dtype(np.dtype("float32"))
+        dtype('float32')
+        >>> primal_dtype_to_tangent_dtype(np.dtype("int32"))
+        dtype([('float0', 'V')])
+    """
+    import numpy as np
+
+    from ftrans.core import dtypes
+    from ftrans.dtypes import float0
+
+    rules = getattr(primal_dtype, "_rules", None)
+    if rules is not None and not isinstance(primal_dtype, np.dtype):
+        return rules.tangent_dtype(primal_dtype)
+    return primal_dtype if dtypes.issubdtype(primal_dtype, np.inexact) else float0
 
 # JAX's names for a set of effects and the empty one (``eqn.effects``, ``jaxpr.effects``).  A user's effect
 # types that may sit in the bodies of ``cond``/``while_loop``/``scan`` (``control_flow_allowed_effects``) or of

@@ -45,7 +45,7 @@ for _prim, _op in [
     (E.log1p_p, "stablehlo.log_plus_one"), (E.expm1_p, "stablehlo.exponential_minus_one"),
     (E.sqrt_p, "stablehlo.sqrt"), (E.rsqrt_p, "stablehlo.rsqrt"), (E.cbrt_p, "stablehlo.cbrt"),
     (E.tanh_p, "stablehlo.tanh"), (E.logistic_p, "stablehlo.logistic"), (E.sin_p, "stablehlo.sine"),
-    (E.cos_p, "stablehlo.cosine"), (E.tan_p, "chlo.tan"), (E.asin_p, "chlo.asin"),
+    (E.cos_p, "stablehlo.cosine"), (E.tan_p, "chlo.tan"),
     (E.acos_p, "chlo.acos"), (E.atan_p, "chlo.atan"), (E.sinh_p, "chlo.sinh"), (E.cosh_p, "chlo.cosh"),
     (E.asinh_p, "chlo.asinh"), (E.acosh_p, "chlo.acosh"), (E.atanh_p, "chlo.atanh"),
     (E.atan2_p, "stablehlo.atan2"), (E.nextafter_p, "chlo.next_after"), (E.erf_p, "chlo.erf"),
@@ -307,3 +307,28 @@ register_lowering(E.bessel_i1e_p)(_bessel_lowering(1))
 @register_lowering(E.square_p)
 def _lower_square(ctx: LoweringContext, x):
     return ctx.emit1("stablehlo.multiply", [x, x])
+
+
+@register_lowering(E.polynomial_p)
+def _polynomial(ctx: LoweringContext, x, *coeffs, unroll=None):
+    """Horner's rule from the leading coefficient, every term unrolled (JAX scans past ``unroll`` terms,
+    starting from zero)."""
+    x, *cs = _operands(ctx, (x, *coeffs))
+    y = cs[-1]
+    for c in reversed(cs[:-1]):
+        y = ctx.emit1("stablehlo.add", [ctx.emit1("stablehlo.multiply", [y, x]), c])
+    return y
+
+
+@register_lowering(E.asin_p)
+def _asin(ctx: LoweringContext, x):
+    """jax 0.12's: a real ``asin(x)`` is ``atan2(x, sqrt((1 - x)(1 + x)))`` (correctly rounded where XLA's
+    CPU ``chlo.asin`` expansion is an ulp off, as near 1); complex operands, and GPUs (as jax 0.12 does),
+    keep ``chlo.asin``."""
+    (a,) = ctx.avals_in
+    if a.dtype.kind == "c" or ctx.platform in ("cuda", "rocm", "gpu"):
+        return ctx.emit1("chlo.asin", [x])
+    one = ctx.broadcast(ctx.scalar(1, a.dtype), a.update(shape=()), a.shape)
+    root = ctx.emit1("stablehlo.sqrt", [ctx.emit1("stablehlo.multiply", [
+        ctx.emit1("stablehlo.subtract", [one, x]), ctx.emit1("stablehlo.add", [one, x])])])
+    return ctx.emit1("stablehlo.atan2", [x, root])

@@ -205,14 +205,28 @@ _unary(E.bessel_i1e_p, lambda x, y: B.select(
     B.sub(B.apply(E.bessel_i0e_p, x),
           B.mul(y, B.add(B.apply(E.sign_p, x),
                          B.div(1.0, B.select(B.eq(x, 0.0), B.add(B.mul(x, 0.0), 1.0), x)))))))
-defjvp_zero(E.sign_p)
+
+
+@register_jvp(E.sign_p)
+def _sign_jvp(primals: list, tangents: list) -> tuple[Any, Any]:
+    """Zero on the real line (piecewise constant; zero at 0 too).  For complex ``x`` (jax 0.12's rule, followed
+    under every jax), ``sign(x) = exp(i theta)`` turns with the angle: ``d sign = i sign(x) dtheta`` where
+    ``dtheta = Im(conj(sign(x)) dx) / |x|`` (0 at ``x = 0``, where sign is 0)."""
+    (x,), (t,) = primals, tangents
+    y = E.sign_p.bind(x)
+    if type(t) is Zero or aval_of(x).dtype.kind != "c":
+        return y, Zero.from_primal_value(y)
+    dtheta = B.div(B.apply(E.imag_p, B.mul(B.apply(E.conj_p, y), t)), _replace_zero(E.abs_p.bind(x)))
+    return y, B.mul(y, B.apply(E.complex_p, zeros_like_aval(aval_of(dtheta)), dtheta))
+
+
 defjvp_zero(E.floor_p)
 defjvp_zero(E.ceil_p)
 defjvp_zero(E.round_p)
 defjvp_zero(E.is_finite_p)
 defjvp_zero(E.stop_gradient_p)
 # nextafter(x, y) is x moved by one ulp: its derivative is 1 in x and 0 in y
-# almost everywhere.  (JAX has no rule and raises; a derivative is more useful.)
+# almost everywhere (jax 0.12 has the same rule; jax 0.10/0.11 raise).
 _binary(E.nextafter_p, lambda t, x, y, z: t, lambda t, x, y, z: Zero.from_primal_value(z))
 
 # ---------------------------------------------------------------- float math
@@ -221,7 +235,7 @@ _unary(E.exp_p, lambda x, y: y)
 _unary(E.exp2_p, lambda x, y: B.mul(y, _LOG2))
 _unary_t(E.log_p, lambda t, x, y: B.div(t, x))
 _unary_t(E.log1p_p, lambda t, x, y: B.div(t, B.add(x, 1)))
-_unary(E.expm1_p, lambda x, y: B.add(y, 1))
+_unary(E.expm1_p, lambda x, y: B.apply(E.exp_p, x))  # (jax 0.12: exp(x), not expm1(x) + 1, which is 0 below -17)
 _unary(E.sqrt_p, lambda x, y: B.div(0.5, y))
 _unary(E.rsqrt_p, lambda x, y: B.mul(B.div(y, x), -0.5))
 _unary(E.cbrt_p, lambda x, y: B.mul(B.integer_pow(y, -2), 1 / 3))
@@ -396,3 +410,31 @@ def _const_factor_rule(prim) -> None:
 for _prim in (E.tan_p, E.exp2_p, E.sqrt_p, E.rsqrt_p, E.cbrt_p, E.square_p, E.asin_p, E.acos_p, E.atan_p,
               E.erf_p, E.erfc_p, E.erf_inv_p, E.digamma_p, E.integer_pow_p):
     _const_factor_rule(_prim)
+
+
+# ---------------------------------------------------------------- polynomial
+def _polynomial_at(x: Any, coeffs: list, shape: tuple, params: dict) -> Any:
+    """``coeffs`` (lowest degree first) as a polynomial in ``x`` at ``shape``: one coefficient is itself."""
+    if len(coeffs) == 1:
+        return broadcast_to(coeffs[0], shape)
+    return broadcast_to(E.polynomial_p.bind(x, *coeffs, **params), shape)
+
+
+@register_jvp(E.polynomial_p)
+def _polynomial_jvp(primals: list, tangents: list, **params: Any) -> tuple[Any, Any]:
+    """``d/dx`` is the derivative polynomial ``sum k a_k x**(k-1)`` (no differentiation of the recurrence, so
+    higher orders stay polynomials); the coefficients enter linearly, as the polynomial of their tangents."""
+    x, *coeffs = primals
+    tx, *tcs = tangents
+    y = E.polynomial_p.bind(x, *coeffs, **params)
+    shape = _shape(y)
+    out: Any = Zero.from_primal_value(y)
+    if type(tx) is not Zero:
+        deriv = [B.mul(c, k) for k, c in enumerate(coeffs[1:], 1)]
+        out = add_tangents(out, broadcast_to(B.mul(tx, _polynomial_at(x, deriv, shape, params)), shape))
+    live = [i for i, t in enumerate(tcs) if type(t) is not Zero]
+    if live:
+        zero = zeros_like_aval(aval_of(y).update(shape=()))
+        dcs = [zero if type(t) is Zero else t for t in tcs[:live[-1] + 1]]
+        out = add_tangents(out, _polynomial_at(x, dcs, shape, params))
+    return y, out

@@ -106,8 +106,24 @@ def _aval_of(x: Any) -> Any:
     return aval_of(x)
 
 
+@register_transpose(E.polynomial_p)
+def _polynomial_t(ct: Any, x: Any, *coeffs: Any, unroll: Any = None) -> list:
+    """Linear in the coefficients for a known ``x``: ``a_k``'s cotangent is ``ct * x**k`` (summed where
+    ``a_k`` is rank 0)."""
+    if is_undefined(x):
+        raise NotImplementedError("transpose of `polynomial` in x: a polynomial is linear only in its "
+                                  "coefficients (linear_transpose needs a function linear in its arguments)")
+    out: list = [None]
+    xk_ct = ct
+    for k, c in enumerate(coeffs):
+        out.append(unbroadcast(xk_ct, c.aval) if is_undefined(c) else None)
+        if k + 1 < len(coeffs) and any(is_undefined(d) for d in coeffs[k + 1:]):
+            xk_ct = E.mul_p.bind(xk_ct, x)
+    return out
+
+
 _LINEAR = {E.add_p, E.sub_p, E.neg_p, E.mul_p, E.div_p, E.copy_p, E.real_p, E.imag_p, E.complex_p, E.conj_p,
-           E.reduce_precision_p}
+           E.reduce_precision_p, E.polynomial_p}
 for _p in list(vars(E).values()):
     if isinstance(_p, Primitive) and _p not in _LINEAR:
         mark_unsupported(_p, "transpose", f"`{_p.name}` is not linear in any operand")
