@@ -970,58 +970,69 @@ _EXPN_TERMS = 100
 
 
 def _expn_cf(n: Any, x: Any) -> Any:
-    """``E_n(x)`` for ``x > 1`` from its continued fraction (modified Lentz, a fixed number of steps)."""
+    """``E_n(x)`` for ``x > 1`` from its continued fraction ``e^-x / (x + n - 1 n / (x + n + 2 - 2 (n + 1) / ...))``.
+
+    Evaluated from its tail backwards (a fixed depth: 100 levels in float64, enough from ``x = 1``; 40 in
+    float32), which rounds once per level instead of compounding a forward recurrence's products: about one
+    ulp against SciPy for small ``n`` (the forward Lentz iteration drifted to 6-40 ulp).
+    """
     t = x.dtype.type
-    tiny = t(_tiny(x.dtype))
+    depth = 100 if x.dtype == np.float64 else 40
+    base = x + n
 
-    def guard(v: Any) -> Any:
-        return jnp.where(jnp.abs(v) < tiny, tiny, v)
+    def body(i: Any, f: Any) -> Any:
+        k = t(depth) - t(1) * i
+        return (base + t(2) * (k - t(1))) + (-k * (n - t(1) + k)) / f
 
-    b0 = x + n
-
-    def body(i: Any, s: Any) -> Any:
-        b, c, d, h = s
-        k = t(1) * i
-        an = -k * (n - t(1) + k)
-        b = b + t(2)
-        d = t(1) / guard(an * d + b)
-        c = guard(b + an / c)
-        return b, c, d, h * (c * d)
-
-    d0 = t(1) / b0
-    h = lax.fori_loop(1, _EXPN_TERMS, body, (b0, jnp.full_like(x, t(1) / tiny), d0, d0))[3]
-    return h * lax.exp(-x)
+    f = lax.fori_loop(0, depth, body, base + t(2 * depth))
+    return lax.exp(-x) / f
 
 
 def _expn_series(n: Any, x: Any) -> Any:
-    """``E_n(x)`` for ``0 < x <= 1`` from its power series (the ``k = n - 1`` term carries ``digamma(n)``)."""
+    """``E_n(x)`` for ``0 < x <= 1`` from its power series (the ``k = n - 1`` term carries ``digamma(n)``).
+
+    ``n`` is an integer, so ``digamma(n) = -euler_gamma + H_(n-1)``, the harmonic sum carried along the loop
+    (XLA's float32 ``digamma(2)`` is 7 ulp off, which reached ``E_2(1)``).
+    """
     t = x.dtype.type
     lx = lax.log(x)
     n1 = n - t(1)
     first = jnp.where(n1 != t(0), t(1) / jnp.where(n1 != t(0), n1, t(1)), -lx - t(np.euler_gamma))
 
     def body(i: Any, s: Any) -> Any:
-        fact, ans = s
+        fact, harmonic, ans = s
         k = t(1) * i
         fact = fact * -x / k
+        harmonic = harmonic + t(1) / k
         regular = -fact / jnp.where(k == n1, t(1), k - n1)
-        special_term = fact * (-lx + lax.digamma(n))
-        return fact, ans + jnp.where(k == n1, special_term, regular)
+        special_term = fact * (-lx - t(np.euler_gamma) + harmonic)
+        return fact, harmonic, ans + jnp.where(k == n1, special_term, regular)
 
-    return lax.fori_loop(1, 30, body, (jnp.ones_like(x), first))[1]
+    return lax.fori_loop(1, 30, body, (jnp.ones_like(x), jnp.zeros_like(x), first))[2]
+
+
+def _expn_invalid(n: Any, x: Any) -> Any:
+    """Where ``E_n(x)`` is undefined: a negative, infinite or NaN order (already truncated), ``x < 0`` or NaN."""
+    t = x.dtype.type
+    return (n < t(0)) | (x < t(0)) | jnp.isnan(n) | jnp.isnan(x) | jnp.isinf(n)
 
 
 def _expn_impl(n: Any, x: Any) -> Any:
+    # ``n`` arrives truncated to an integer (SciPy's and jax 0.12's reading of a fractional order)
     t = x.dtype.type
+    maxlog = t(np.log(np.finfo(x.dtype).max))
     big = x > t(1)
     xs = jnp.where(big, t(0.5), jnp.where(x > t(0), x, t(0.5)))
-    xl = jnp.where(big, x, t(2))
-    ns = jnp.where(n >= t(0), n, t(1))
+    xl = jnp.where(big & (x <= maxlog), x, t(2))
+    ns = jnp.where((n >= t(0)) & jnp.isfinite(n), n, t(1))
     val = jnp.where(big, _expn_cf(ns, xl), _expn_series(ns, xs))
-    val = jnp.where(n == t(0), lax.exp(-x) / x, val)
+    x0 = jnp.where(x > t(0), x, t(1))
+    val = jnp.where(n == t(0), lax.exp(-x0) / x0, val)
+    # beyond log(max) e^-x underflows: E_n(x) < e^-x / x is 0 (at +inf too), as in jax 0.12 (jax 0.10/0.11: NaN at inf)
+    val = jnp.where(x > maxlog, t(0), val)
     at_zero = jnp.where(n < t(2), t(np.inf), t(1) / jnp.where(n < t(2), t(1), n - t(1)))
     val = jnp.where(x == t(0), at_zero, val)
-    return jnp.where((n < t(0)) | (x < t(0)) | jnp.isnan(x) | jnp.isinf(x), t(np.nan), val)
+    return jnp.where(_expn_invalid(n, x), t(np.nan), val)
 
 
 @custom_jvp
@@ -1031,26 +1042,37 @@ def _expn(n: Any, x: Any) -> Any:
 
 @_expn.defjvp
 def _expn_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # dE_n/dx = -E_{n-1}(x) for n >= 1; E_0(x) = e^-x / x has the derivative -(x + 1) e^-x / x**2 (jax 0.12's
+    # rule; jax 0.10/0.11 asked for E_{-1} there and gave NaN)
     (n, x), (_, tx) = primals, tangents
-    return _expn(n, x), -tx * _expn(n - n.dtype.type(1), x)
+    t = x.dtype.type
+    maxlog = t(np.log(np.finfo(x.dtype).max))
+    xs = jnp.where((x > t(0)) & (x <= maxlog), x, t(1))
+    d0 = jnp.where(x == t(0), t(-np.inf), jnp.where(x > maxlog, t(0), -(xs + t(1)) * lax.exp(-xs) / (xs * xs)))
+    d = jnp.where(n == t(0), d0, -_expn(jnp.where(n >= t(1), n - t(1), t(0)), x))
+    d = jnp.where(_expn_invalid(n, x), t(np.nan), d)
+    return _expn(n, x), tx * d
 
 
 def expn(n: Any, x: Any) -> Any:
     """The generalized exponential integral ``E_n(x) = int_1^inf exp(-x t) / t**n dt`` (integer ``n >= 0``).
 
     A power series for ``x <= 1``, a continued fraction above; ``dE_n/dx =
-    -E_{n-1}``.
+    -E_{n-1}`` (``-(x + 1) exp(-x) / x**2`` for ``n = 0``). A fractional ``n``
+    is truncated to an integer, as SciPy and jax 0.12 do; ``E_n(x)`` is 0
+    beyond ``log`` of the dtype's largest float (and at ``inf``); negative,
+    infinite or NaN ``n``, negative or NaN ``x`` give NaN.
     """
     n, x = _inexact("expn", n, x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         raise ValueError("expn does not support complex-valued inputs.")
     # the series and continued fraction carry values of the result's shape through their loops
     n, x = jnp.broadcast_arrays(n, x)
-    return _expn(n, x)
+    return _expn(lax.floor(n), x)
 
 
 def exp1(x: Any) -> Any:
-    """The exponential integral ``E_1(x)`` (``expn(1, x)``; NaN for negative ``x``)."""
+    """The exponential integral ``E_1(x)`` (``expn(1, x)``; NaN for negative ``x``, 0 at ``inf``)."""
     (x,) = _inexact("exp1", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         raise ValueError("exp1 does not support complex-valued inputs.")
@@ -1085,9 +1107,11 @@ def _expi_pos(x: Any) -> Any:
 def _expi(x: Any) -> Any:
     t = x.dtype.type
     pos = _expi_pos(jnp.where(x > t(0), x, t(1)))
-    neg = -_expn(jnp.ones_like(x), jnp.where(x < t(0), -x, t(1)))
+    neg = -_expn(jnp.ones_like(x), jnp.where(x < t(0), -x, t(1)))  # -0 at -inf
     out = jnp.where(x > t(0), pos, neg)
-    return jnp.where((x == t(0)) | jnp.isinf(x) | jnp.isnan(x), t(np.nan), out)
+    # Ei(0) = -inf, the log's limit (jax 0.12, SciPy; jax 0.10/0.11: NaN); Ei(+inf) stays NaN as in every jax
+    out = jnp.where(x == t(0), t(-np.inf), out)
+    return jnp.where((x == t(np.inf)) | jnp.isnan(x), t(np.nan), out)
 
 
 @_expi.defjvp
@@ -1097,7 +1121,11 @@ def _expi_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 
 def expi(x: Any) -> Any:
-    """The exponential integral ``Ei(x)``; ``-E_1(-x)`` for negative ``x``; derivative ``exp(x)/x``."""
+    """The exponential integral ``Ei(x)``; ``-E_1(-x)`` for negative ``x``; derivative ``exp(x)/x``.
+
+    ``Ei(0)`` is ``-inf`` and ``Ei(-inf)`` is ``-0`` (SciPy's and jax 0.12's values); ``Ei(inf)`` is NaN,
+    as in every jax.
+    """
     (x,) = _inexact("expi", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         raise ValueError("expi does not support complex-valued inputs.")
