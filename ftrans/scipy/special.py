@@ -31,7 +31,7 @@ from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
     "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc", "fresnel",
-    "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0", "i0e",
+    "erfcinv", "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0", "i0e",
     "hyp2f1", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
     "ndtr", "ndtri", "owens_t", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "sph_harm_y", "wofz", "xlog1py", "xlogy",
     "zeta",
@@ -367,25 +367,85 @@ def multigammaln(a: Any, d: int) -> Any:
 
 
 def rel_entr(p: Any, q: Any) -> Any:
-    """``p log(p / q)`` for ``p, q > 0``; 0 where ``p == 0 <= q``; ``inf`` elsewhere."""
+    """``p log(p / q)`` for ``p, q > 0``; 0 where ``p == 0 <= q``; NaN where either is NaN; ``inf`` elsewhere.
+
+    ``log(p / q)`` is SciPy's: ``log1p((p - q) / q)`` for ``1/2 < p/q < 2``, ``log(p/q)`` while the
+    ratio is normal and finite, ``log p - log q`` otherwise. The derivatives are ``log(p/q) + 1`` and
+    ``-p/q`` where ``p, q > 0``, NaN at a NaN, 0 elsewhere (jax 0.12's values and rule, under every
+    jax: jax 0.10/0.11 give ``inf`` at a NaN and no derivative NaN there).
+    """
     p, q = _inexact("rel_entr", p, q)
     if dtypes.issubdtype(p.dtype, np.complexfloating):
         raise ValueError("rel_entr does not support complex-valued inputs.")
-    zero = _const(p, 0)
-    both = (p > zero) & (q > zero)
-    one_zero = (p == zero) & (q >= zero)
-    sp = jnp.where(both, p, _const(p, 1))
-    sq = jnp.where(both, q, _const(q, 1))
-    val = _xlogx(sp) - xlogy(sp, sq)
-    return jnp.where(both, val, jnp.where(one_zero, zero, _const(p, np.inf)))
+    p, q = jnp.broadcast_arrays(p, q)
+    return _rel_entr(False, p, q)
 
 
 def kl_div(p: Any, q: Any) -> Any:
-    """``rel_entr(p, q) - p + q``."""
+    """``p log(p / q) - p + q`` for ``p, q > 0``; ``q`` where ``p == 0 <= q``; NaN at a NaN; ``inf`` elsewhere.
+
+    Near ``p == q`` (``|p - q| < q / 20``) it sums ``(p - q) u (1/2 - u/6 + u**2/12 - u**3/20 + u**4/30)``
+    with ``u = (p - q) / q`` (SciPy's and jax 0.12's series: no cancellation, never negative); the derivatives
+    are ``log(p/q)`` and ``1 - p/q`` where ``p, q > 0``, ``(0, 1)`` where ``p == 0 <= q``, NaN at a NaN, 0
+    elsewhere (jax 0.10/0.11 differentiate ``rel_entr(p, q) - p + q``: ``(-1, 1)`` outside the domain).
+    """
     p, q = _inexact("kl_div", p, q)
     if dtypes.issubdtype(p.dtype, np.complexfloating):
         raise ValueError("kl_div does not support complex-valued inputs.")
-    return rel_entr(p, q) - p + q
+    p, q = jnp.broadcast_arrays(p, q)
+    return _rel_entr(True, p, q)
+
+
+def _log_ratio(p: Any, q: Any) -> tuple[Any, Any, Any, Any]:
+    """``log(p / q)`` for ``p, q > 0``, with ``p / q``, whether ``1/2 < p/q < 2`` and ``(p - q) / q`` there."""
+    t = p.dtype.type
+    r = p / q
+    near = (r > t(0.5)) & (r < t(2))
+    normal = (r > t(np.finfo(p.dtype).tiny)) & (r < t(np.inf))
+    qn = jnp.where(near, q, t(1))
+    u = (jnp.where(near, p, t(1)) - qn) / qn
+    via_ratio = lax.log(jnp.where(normal, r, t(1)))
+    log_r = jnp.where(near, lax.log1p(u), jnp.where(normal, via_ratio, lax.log(p) - lax.log(q)))
+    return log_r, r, near, u
+
+
+def _rel_entr_fun(kl: bool, p: Any, q: Any) -> Any:
+    t = p.dtype.type
+    nan = jnp.isnan(p) | jnp.isnan(q)
+    both = (p > t(0)) & (q > t(0))
+    p_at_zero = (p == t(0)) & (q >= t(0))
+    ps, qs = jnp.where(both, p, t(1)), jnp.where(both, q, t(1))
+    log_r, _, near, u = _log_ratio(ps, qs)
+    inside = ps * log_r
+    if kl:
+        series = (ps - qs) * u * (t(1 / 2) - u * (t(1 / 6) - u * (t(1 / 12) - u * (t(1 / 20) - u * t(1 / 30)))))
+        inside = jnp.where(near & (lax.abs(u) < t(0.05)), series, inside - (ps - qs))
+    edge = jnp.where(p_at_zero, q if kl else jnp.zeros_like(p), t(np.inf))
+    return jnp.where(nan, t(np.nan), jnp.where(both, inside, edge))
+
+
+_rel_entr = custom_jvp(_rel_entr_fun, nondiff_argnums=(0,))
+
+
+@_rel_entr.defjvp
+def _rel_entr_jvp(kl: bool, primals: tuple, tangents: tuple) -> tuple:
+    (p, q), (tp, tq) = primals, tangents
+    t = p.dtype.type
+    nan = jnp.isnan(p) | jnp.isnan(q)
+    both = (p > t(0)) & (q > t(0))
+    p_at_zero = (p == t(0)) & (q >= t(0))
+    ps, qs = jnp.where(both, p, t(1)), jnp.where(both, q, t(1))
+    log_r, r, _, _ = _log_ratio(ps, qs)
+    if kl:
+        finite_q = qs < t(np.inf)
+        qf = jnp.where(finite_q, qs, t(1))
+        dp, dq = log_r, jnp.where(finite_q, -((jnp.where(finite_q, ps, t(1)) - qf) / qf), t(1))
+    else:
+        dp, dq = log_r + t(1), -r
+    zero = jnp.zeros_like(p)
+    dp = jnp.where(nan, t(np.nan), jnp.where(both, dp, zero))
+    dq = jnp.where(nan, t(np.nan), jnp.where(both, dq, jnp.where(p_at_zero, t(1 if kl else 0), zero)))
+    return _rel_entr(kl, p, q), tp * dp + tq * dq
 
 
 def boxcox(x: Any, lmbda: Any) -> Any:
@@ -567,11 +627,20 @@ def ndtri(p: Any) -> Any:
     """The inverse of ``ndtr``: ``x`` with ``ndtr(x) = p`` (``-inf``/``inf`` at 0/1, NaN outside [0, 1]).
 
     Cephes' piecewise rational approximations in ``p`` (central part) and in
-    ``sqrt(-2 log p)`` (tails); derivatives follow the formula.
+    ``sqrt(-2 log p)`` (tails). The derivative is ``sqrt(2 pi) exp(x**2 / 2)``,
+    taken in the tails as ``sqrt(pi / 2) erfcx(|x| / sqrt(2)) / min(p, 1 - p)``
+    (no ``x**2``-fold amplification of ``x``'s rounding), ``inf`` at 0 and 1;
+    the second derivative is ``x ndtri'(p)**2`` (jax 0.12's rules; jax 0.10
+    and 0.11 differentiate the approximation and give 0 or NaN at the ends).
     """
     (p,) = _inexact("ndtri", p)
     if p.dtype not in (np.float32, np.float64):
         raise TypeError(f"x.dtype={p.dtype} is not supported, see docstring for supported types.")
+    return _ndtri(p)
+
+
+@custom_jvp
+def _ndtri(p: Any) -> Any:
     t = p.dtype.type
     comp = jnp.where(p > t(-np.expm1(-2.0)), t(1) - p, p)
     safe = jnp.where(comp == t(0), jnp.full_like(p, t(0.5)), comp)
@@ -586,6 +655,103 @@ def ndtri(p: Any) -> Any:
     x = jnp.where(safe > t(np.exp(-2.0)), big, jnp.where(z >= t(8), tail_far, tail))
     x = jnp.where(p > t(1 - np.exp(-2.0)), x, -x)
     return jnp.where(p == t(0), t(-np.inf), jnp.where(p == t(1), t(np.inf), x))
+
+
+@_ndtri.defjvp
+def _ndtri_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (p,), (g,) = primals, tangents
+    x = _ndtri(p)
+    return x, g * _ndtri_slope(p, x)
+
+
+@custom_jvp
+def _ndtri_slope(p: Any, x: Any) -> Any:
+    """``ndtri'(p)`` given ``x = ndtri(p)``."""
+    t = p.dtype.type
+    u = lax.abs(x) * t(np.sqrt(0.5))
+    tail = u > t(1)
+    central = t(np.sqrt(2 * np.pi)) * lax.exp(t(0.5) * lax.square(jnp.where(tail, t(0), x)))
+    # in the tails 1 - p is exact (p >= 1/2) and min(p, 1 - p) = erfc(u) / 2 = exp(-u**2) erfcx(u) / 2
+    a = jnp.where(p > t(0.5), t(1) - p, p)
+    ok = tail & (a > t(0))
+    far = t(np.sqrt(np.pi / 2)) * _erfcx(jnp.where(ok, u, t(1))) / jnp.where(ok, a, t(1))
+    far = jnp.where(a == t(0), t(np.inf), far)
+    return jnp.where(tail, far, central)
+
+
+@_ndtri_slope.defjvp
+def _ndtri_slope_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # x is ndtri(p), not a free argument: d/dp ndtri'(p) = x ndtri'(p)**2 (x's tangent is ignored)
+    (p, x), (g, _) = primals, tangents
+    d = _ndtri_slope(p, x)
+    return d, g * ((x * d) * d)
+
+
+@outputs_checked
+def erfcinv(y: Any) -> Any:
+    """The inverse of the complementary error function on ``[0, 2]``.
+
+    ``erfcinv(y) = -ndtri(y / 2) / sqrt(2)`` (``y / 2`` is exact, and ``ndtri``
+    takes ``1 - p`` exactly for ``y`` near 2). ``erfcinv(0)`` is ``inf``,
+    ``erfcinv(2)`` is ``-inf``, ``y`` outside ``[0, 2]`` or NaN gives NaN. Its
+    derivative is ``-sqrt(pi) / 2 exp(erfcinv(y)**2)`` (from ``ndtri``'s rule,
+    accurate in the tails), ``-inf`` at both ends. Half-precision inputs are
+    computed in float32 and rounded back, as in JAX. New in jax 0.12; ftrans
+    has it under every jax.
+
+    Args:
+        y: array-like, real-valued.
+
+    Returns:
+        An array of the values ``x`` with ``erfc(x) = y``, in ``y``'s inexact dtype.
+
+    Raises:
+        ValueError: for complex ``y``.
+
+    Examples:
+        >>> import ftrans.numpy as jnp
+        >>> from ftrans.scipy.special import erfcinv
+        >>> erfcinv(jnp.array([0.0, 0.5, 1.0, 1.5, 2.0]))
+        Array([        inf,  0.47693628,  0.        , -0.47693628,        -inf], dtype=float32)
+    """
+    (y,) = _inexact("erfcinv", y)
+    if dtypes.issubdtype(y.dtype, np.complexfloating):
+        raise ValueError("erfcinv does not support complex-valued inputs.")
+    if dtypes.finfo(y.dtype).bits < 32:
+        return _erfcinv(y.astype(np.float32)).astype(y.dtype)
+    return _erfcinv(y)
+
+
+@custom_jvp
+def _erfcinv(y: Any) -> Any:
+    t = y.dtype.type
+    inside = (y >= t(0)) & (y <= t(2))
+    x = _ndtri(jnp.where(inside, y * t(0.5), t(0.5))) * t(np.sqrt(0.5))
+    return jnp.where(inside, t(0) - x, t(np.nan))  # t(0) - x: +0 (not -0) at y = 1
+
+
+@_erfcinv.defjvp
+def _erfcinv_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # the rule multiplies the tangent by a slope that is NaN outside [0, 2], so forward and reverse mode
+    # both give NaN there (a select on the argument would transpose to a 0 cotangent)
+    (y,), (g,) = primals, tangents
+    x = _erfcinv(y)
+    return x, g * _erfcinv_slope(y, x)
+
+
+@custom_jvp
+def _erfcinv_slope(y: Any, x: Any) -> Any:
+    """``erfcinv'(y) = -sqrt(pi) / 2 exp(x**2)`` given ``x = erfcinv(y)``: ``-ndtri'(y / 2) / (2 sqrt(2))``."""
+    t = y.dtype.type
+    return _ndtri_slope(y * t(0.5), x * t(-np.sqrt(2.0))) * t(-0.25 * np.sqrt(2.0))
+
+
+@_erfcinv_slope.defjvp
+def _erfcinv_slope_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # x is erfcinv(y), not a free argument: d/dy erfcinv'(y) = 2 x erfcinv'(y)**2
+    (y, x), (g, _) = primals, tangents
+    d = _erfcinv_slope(y, x)
+    return d, g * ((x.dtype.type(2) * x * d) * d)
 
 
 # ----------------------------------------------------------------------------
@@ -650,12 +816,20 @@ def zeta(x: Any, q: Any = None) -> Any:
 
     Twelve direct terms, then the Euler-Maclaurin tail with twelve Bernoulli
     corrections. ``x == 1`` gives ``inf``, ``x < 1`` NaN, a non-positive integer
-    ``q`` ``inf``. Derivatives are those of the formula, in both arguments.
+    ``q`` ``inf``. Derivatives are those of the formula, in both arguments,
+    except where the value is NaN (both NaN) and at ``x == 1`` (``-inf`` in ``x``,
+    NaN in ``q``): jax 0.12's rule, under every jax (jax 0.10/0.11 give the
+    derivatives of an analytic continuation where the value is NaN).
     """
     if q is None:
         raise NotImplementedError("Riemann zeta function not implemented; pass q != None to compute the "
                                   "Hurwitz Zeta function.")
     x, q = _inexact("zeta", x, q)
+    x, q = jnp.broadcast_arrays(x, q)
+    return _zeta(x, q)
+
+
+def _zeta_formula(x: Any, q: Any) -> Any:
     t = x.dtype.type
     bad = x < t(1)
     one = x == t(1)
@@ -675,6 +849,25 @@ def zeta(x: Any, q: Any = None) -> Any:
         fac = fac * (xs + t(2 * j - 1)) * (xs + t(2 * j)) * inv_a2
     total = jnp.where(pole, t(np.inf), total)
     return jnp.where(bad, t(np.nan), jnp.where(one, t(np.inf), total))
+
+
+_zeta = custom_jvp(_zeta_formula)
+
+
+@_zeta.defjvp
+def _zeta_jvp(primals: tuple, tangents: tuple) -> tuple:
+    from ftrans.transforms.reverse import vjp
+
+    (x, q), (tx, tq) = primals, tangents
+    t = x.dtype.type
+    # the elementwise partials, apart (a forward tangent (0, 1) would meet d/dx's NaN at negative q + k)
+    out, pullback = vjp(_zeta_formula, x, q)
+    dx, dq = pullback(jnp.ones_like(out))
+    # the partials as arrays, so the tangent stays linear and reverse mode sees the NaNs too
+    undefined = jnp.isnan(out)
+    dx = jnp.where(undefined, t(np.nan), jnp.where(x == t(1), t(-np.inf), dx))
+    dq = jnp.where(undefined | (x == t(1)), t(np.nan), dq)
+    return out, tx * dx + tq * dq
 
 
 @outputs_checked
