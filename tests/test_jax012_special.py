@@ -118,3 +118,175 @@ def test_expn_family_against_jax012():
     x = np.array([np.inf, 0, -1, 1e-3, 200, np.nan, -np.inf, 2], F32)
     for name in ("exp1", "expi"):
         _same(ftrans.jit(getattr(fsp, name))(x), jax.jit(getattr(jsp, name))(x), rtol=4e-6)
+
+
+# ----------------------------------------------------------------------------
+# erfcinv (new in jax 0.12), ndtri's derivatives
+
+ERFCINV_Y = np.array([0, 1e-30, 1e-7, 1e-3, 0.1, 0.5, 0.9, 1, 1.1, 1.5, 1.9, 1.999, 2 - 1e-7, 2, -0.1, 2.1, np.nan],
+                     F32)
+
+
+def test_erfcinv_values():
+    want = ss.erfcinv(ERFCINV_Y.astype(np.float64)).astype(F32)
+    want[ERFCINV_Y == 1] = 0.0  # +0
+    for got in _eager_jit_vmap(fsp.erfcinv, ERFCINV_Y):
+        _same(got, want, rtol=3e-7)
+    with ftrans.enable_x64(True):
+        y = np.linspace(0, 2, 201)[1:-1]
+        np.testing.assert_allclose(fsp.erfcinv(y), ss.erfcinv(y), rtol=4e-15, atol=1e-16)
+    # half precision goes through float32; integers promote; complex is refused
+    for dt in ("bfloat16", "float16"):
+        y_half = ftrans.numpy.asarray(ERFCINV_Y).astype(dt)
+        got = fsp.erfcinv(y_half)
+        assert got.dtype == dt
+        want_half = ss.erfcinv(np.asarray(y_half, np.float64)).astype(F32)  # float32, then rounded
+        np.testing.assert_allclose(np.asarray(got, F32), np.asarray(ftrans.numpy.asarray(want_half).astype(dt), F32),
+                                   rtol=8e-3)  # a half-precision ulp
+    assert np.asarray(fsp.erfcinv(1)).dtype == np.float32 and float(fsp.erfcinv(1)) == 0.0
+    with pytest.raises(ValueError, match="complex"):
+        fsp.erfcinv(np.array([0.5 + 0j]))
+
+
+def test_erfcinv_derivatives():
+    z = ss.erfcinv(ERFCINV_Y.astype(np.float64))
+    with np.errstate(over="ignore"):
+        d1 = -np.sqrt(np.pi) / 2 * np.exp(z * z)
+        d2 = (2 * z * d1 * d1).astype(F32).astype(np.float64)
+    d1 = d1.astype(F32).astype(np.float64)
+    g1 = ftrans.grad(fsp.erfcinv)
+    g2 = ftrans.grad(g1)
+    for f, want in ((g1, d1), (g2, d2)):
+        for got in (ftrans.vmap(f)(ERFCINV_Y), ftrans.jit(ftrans.vmap(f))(ERFCINV_Y)):
+            got = np.asarray(got, np.float64)
+            # NaN outside [0, 2] in reverse mode too; -inf at both ends
+            assert np.array_equal(np.isnan(got), np.isnan(want)), (got, want)
+            fin = np.isfinite(want)
+            assert np.array_equal(got[~fin & ~np.isnan(want)], want[~fin & ~np.isnan(want)])
+            np.testing.assert_allclose(got[fin], want[fin], rtol=2e-5)
+    # forward mode agrees
+    t = ftrans.jvp(fsp.erfcinv, (ERFCINV_Y,), (np.ones_like(ERFCINV_Y),))[1]
+    np.testing.assert_allclose(t, d1.astype(F32), rtol=2e-5, equal_nan=True)
+
+
+def test_ndtri_derivatives_at_the_ends_and_in_the_tails():
+    p = np.array([0, 1e-30, 1e-10, 1e-3, 0.1, 0.5, 0.9, 0.999, 1 - 6e-8, 1], F32)
+    x = ss.ndtri(p.astype(np.float64))
+    with np.errstate(over="ignore"):
+        d1 = np.sqrt(2 * np.pi) * np.exp(x * x / 2)
+        d2 = (x * d1 * d1).astype(F32).astype(np.float64)
+    d1 = d1.astype(F32).astype(np.float64)
+    g1 = ftrans.grad(fsp.ndtri)
+    for f, want, rtol in ((g1, d1, 2e-6), (ftrans.grad(g1), d2, 2e-5)):
+        for got in (ftrans.vmap(f)(p), ftrans.jit(ftrans.vmap(f))(p)):
+            got = np.asarray(got, np.float64)
+            inf = np.isinf(want)
+            assert np.array_equal(got[inf], want[inf])  # inf at 0 and 1 (jax 0.10/0.11: 0 or NaN)
+            np.testing.assert_allclose(got[~inf], want[~inf], rtol=rtol)
+
+
+@needs_jax012
+def test_erfcinv_and_ndtri_against_jax012():
+    y = ERFCINV_Y
+    np.testing.assert_allclose(ftrans.jit(fsp.erfcinv)(y), jax.jit(jsp.erfcinv)(y), rtol=3e-7, equal_nan=True)
+    for k in (1, 2):
+        f, g = fsp.erfcinv, jsp.erfcinv
+        for _ in range(k):
+            f, g = ftrans.grad(f), jax.grad(g)
+        np.testing.assert_allclose(ftrans.vmap(f)(y), jax.jit(jax.vmap(g))(y), rtol=2e-5, equal_nan=True)
+    p = np.array([0, 1e-30, 1e-5, 0.1, 0.5, 0.9, 1 - 6e-8, 1], F32)
+    np.testing.assert_allclose(ftrans.vmap(ftrans.grad(fsp.ndtri))(p), jax.jit(jax.vmap(jax.grad(jsp.ndtri)))(p),
+                               rtol=2e-6)
+    np.testing.assert_allclose(ftrans.vmap(ftrans.grad(ftrans.grad(fsp.ndtri)))(p),
+                               jax.jit(jax.vmap(jax.grad(jax.grad(jsp.ndtri))))(p), rtol=2e-5)
+
+
+# ----------------------------------------------------------------------------
+# rel_entr, kl_div
+
+RE_P = np.array([0, 0, 1, 1, np.nan, 1, 2, np.inf, 1, 0.5, 1e-30, 1.0001, 1, -1, np.inf, 3, 0, np.inf, -1, 0, 0.3],
+                F32)
+RE_Q = np.array([0, 1, 0, 1, 1, np.nan, 1, 1, np.inf, 0.5000001, 1e30, 1, 1e-30, 1, np.inf, -1, np.inf, 0, 0, -1,
+                 0.30000001], F32)
+
+
+def _re_partials(kl, p, q):
+    """jax 0.12's derivatives of rel_entr / kl_div (float64 closed forms)."""
+    p, q = p.astype(np.float64), q.astype(np.float64)
+    with np.errstate(all="ignore"):
+        both = (p > 0) & (q > 0)
+        log_r = np.log(p) - np.log(q)
+        if kl:
+            dp, dq = log_r, np.where(np.isinf(q), 1.0, -(p - q) / q)
+        else:
+            dp, dq = log_r + 1, -p / q
+        at_zero = (p == 0) & (q >= 0)
+        nan = np.isnan(p) | np.isnan(q)
+        dp = np.where(nan, np.nan, np.where(both, dp, 0.0))
+        dq = np.where(nan, np.nan, np.where(both, dq, np.where(at_zero, 1.0 if kl else 0.0, 0.0)))
+    return dp, dq
+
+
+@pytest.mark.parametrize("name", ["rel_entr", "kl_div"])
+def test_rel_entr_kl_div_values_and_derivatives(name):
+    f = getattr(fsp, name)
+    want = getattr(ss, name)(RE_P.astype(np.float64), RE_Q.astype(np.float64)).astype(F32)
+    for got in _eager_jit_vmap(f, RE_P, RE_Q):
+        # kl_div near p == q comes from its series: small and positive, to float32's precision
+        _same(got, want, rtol=2e-6, atol=1e-30)
+    dp, dq = _re_partials(name == "kl_div", RE_P, RE_Q)
+    for k, want_d in ((0, dp), (1, dq)):
+        g = ftrans.grad(f, k)
+        for got in (ftrans.vmap(g)(RE_P, RE_Q), ftrans.jit(ftrans.vmap(g))(RE_P, RE_Q)):
+            np.testing.assert_allclose(got, want_d.astype(F32), rtol=1e-5, equal_nan=True)
+
+
+def test_kl_div_near_equal_is_accurate_and_nonnegative():
+    p = np.float32(0.3) * (1 + np.linspace(-0.04, 0.04, 81)).astype(F32)
+    q = np.full_like(p, 0.3)
+    got = np.asarray(fsp.kl_div(p, q), np.float64)
+    want = ss.kl_div(p.astype(np.float64), q.astype(np.float64))
+    assert (got >= 0).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-30)
+
+
+@needs_jax012
+@pytest.mark.parametrize("name", ["rel_entr", "kl_div"])
+def test_rel_entr_kl_div_against_jax012(name):
+    f, g = getattr(fsp, name), getattr(jsp, name)
+    np.testing.assert_allclose(f(RE_P, RE_Q), jax.jit(g)(RE_P, RE_Q), rtol=2e-6, equal_nan=True)
+    for k in (0, 1):
+        np.testing.assert_allclose(ftrans.vmap(ftrans.grad(f, k))(RE_P, RE_Q),
+                                   jax.jit(jax.vmap(jax.grad(g, k)))(RE_P, RE_Q), rtol=1e-5, equal_nan=True)
+
+
+# ----------------------------------------------------------------------------
+# zeta's derivatives
+
+Z_X = np.array([0.5, -1, 1, 1, 2, 2, 3, 2, 1.5, np.nan, 30], F32)
+Z_Q = np.array([1, 1, 1, 3, 0.5, -1.5, 2, np.nan, 1e-3, 1, 2], F32)
+
+
+def test_zeta_derivatives_nan_where_undefined():
+    dx = ftrans.vmap(ftrans.grad(fsp.zeta, 0))(Z_X, Z_Q)
+    dq = ftrans.vmap(ftrans.grad(fsp.zeta, 1))(Z_X, Z_Q)
+    x64, q64 = Z_X.astype(np.float64), Z_Q.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want_dq = -x64 * ss.zeta(x64 + 1, q64)  # d/dq zeta(x, q) = -x zeta(x + 1, q)
+    undefined = (x64 < 1) | np.isnan(x64) | np.isnan(q64)
+    want_dq = np.where(undefined | (x64 == 1), np.nan, want_dq)
+    np.testing.assert_allclose(dq, want_dq.astype(F32), rtol=2e-4, equal_nan=True)
+    dx = np.asarray(dx)
+    assert np.isnan(dx[undefined]).all() and (dx[x64 == 1] == -np.inf).all()
+    assert np.isfinite(dx[~undefined & (x64 != 1) & (q64 > 0)]).all()
+    # reverse and forward mode agree off the pole (at q < 0 forward mode meets d/dx's NaN: 0 * NaN, as in jax)
+    ok = ~undefined & (x64 != 1) & (q64 > 0)
+    t = ftrans.jvp(fsp.zeta, (Z_X[ok], Z_Q[ok]), (np.zeros_like(Z_X[ok]), np.ones_like(Z_Q[ok])))[1]
+    np.testing.assert_allclose(t, np.asarray(dq)[ok], rtol=1e-6)
+
+
+@needs_jax012
+def test_zeta_derivatives_against_jax012():
+    for k in (0, 1):
+        np.testing.assert_allclose(ftrans.vmap(ftrans.grad(fsp.zeta, k))(Z_X, Z_Q),
+                                   jax.jit(jax.vmap(jax.grad(jsp.zeta, k)))(Z_X, Z_Q), rtol=2e-4, equal_nan=True)

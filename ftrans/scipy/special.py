@@ -727,7 +727,8 @@ def _erfcinv(y: Any) -> Any:
     t = y.dtype.type
     inside = (y >= t(0)) & (y <= t(2))
     x = _ndtri(jnp.where(inside, y * t(0.5), t(0.5))) * t(np.sqrt(0.5))
-    return jnp.where(inside, t(0) - x, t(np.nan))  # t(0) - x: +0 (not -0) at y = 1
+    # +0, not -0, at y = 1 (XLA folds 0 - x into -x); the derivative comes from the rule below
+    return jnp.where(inside, jnp.where(x == t(0), t(0), -x), t(np.nan))
 
 
 @_erfcinv.defjvp
