@@ -290,3 +290,14 @@ def test_zeta_derivatives_against_jax012():
     for k in (0, 1):
         np.testing.assert_allclose(ftrans.vmap(ftrans.grad(fsp.zeta, k))(Z_X, Z_Q),
                                    jax.jit(jax.vmap(jax.grad(jsp.zeta, k)))(Z_X, Z_Q), rtol=2e-4, equal_nan=True)
+
+
+def test_erfcinv_docstring_example():
+    import doctest
+
+    finder = doctest.DocTestFinder(recurse=False, exclude_empty=True)
+    (test,) = finder.find(fsp.erfcinv, "erfcinv", module=False, globs={})
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    with ftrans.enable_x64(False):
+        result = runner.run(test)
+    assert result.attempted and not result.failed

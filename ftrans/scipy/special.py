@@ -728,7 +728,11 @@ def _erfcinv(y: Any) -> Any:
     inside = (y >= t(0)) & (y <= t(2))
     x = _ndtri(jnp.where(inside, y * t(0.5), t(0.5))) * t(np.sqrt(0.5))
     # +0, not -0, at y = 1 (XLA folds 0 - x into -x); the derivative comes from the rule below
-    return jnp.where(inside, jnp.where(x == t(0), t(0), -x), t(np.nan))
+    tails = jnp.where(x == t(0), t(0), -x)
+    # between 1/2 and 3/2, 1 - y is exact and erf_inv is the more accurate there
+    central = (y >= t(0.5)) & (y <= t(1.5))
+    mid = lax.erf_inv(jnp.where(central, t(1) - y, t(0)))
+    return jnp.where(inside, jnp.where(central, mid, tails), t(np.nan))
 
 
 @_erfcinv.defjvp
