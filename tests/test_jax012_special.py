@@ -301,3 +301,56 @@ def test_erfcinv_docstring_example():
     with ftrans.enable_x64(False):
         result = runner.run(test)
     assert result.attempted and not result.failed
+
+
+# ----------------------------------------------------------------------------
+# erfcx: derivatives without cancellation, half precision through float32
+
+ERFCX_X = np.array([-5, -1, 0, 0.5, 1, 1.5, 1.99, 2, 2.01, 2.25, 3, 5, 10, 30, 100], F32)
+
+
+def _erfcx_derivatives(x):
+    x = x.astype(np.float64)
+    e = ss.erfcx(x)
+    d1 = 2 * x * e - 2 / np.sqrt(np.pi)  # float64 keeps float32's digits for |x| <= 100
+    return d1, 2 * e + 2 * x * d1
+
+
+def test_erfcx_derivatives_accurate():
+    d1, d2 = _erfcx_derivatives(ERFCX_X)
+    g1 = ftrans.grad(fsp.erfcx)
+    for f, want in ((g1, d1), (ftrans.grad(g1), d2)):
+        for got in (ftrans.vmap(f)(ERFCX_X), ftrans.jit(ftrans.vmap(f))(ERFCX_X)):
+            # a few float32 ulp (jax 0.10/0.11's 2 x erfcx - 2/sqrt(pi) lost up to 1e-4 relative by x = 100)
+            np.testing.assert_allclose(got, want.astype(F32), rtol=6e-7)
+    # -0 and 0 at +inf (jax 0.10/0.11: NaN)
+    x = np.array([np.inf, 1e20], F32)
+    _same(ftrans.vmap(g1)(x), np.array([-0.0, -0.0], F32))
+    _same(ftrans.vmap(ftrans.grad(g1))(x), np.array([0.0, 0.0], F32))
+    with ftrans.enable_x64(True):
+        x = np.linspace(-3, 30, 67)
+        d1, _ = _erfcx_derivatives(x)
+        # (the float64 reference itself cancels about x**2 ulp by x = 30)
+        np.testing.assert_allclose(ftrans.vmap(g1)(x), d1, rtol=1e-12)
+
+
+def test_erfcx_half_precision_through_float32():
+    x = np.array([-5, -1, 0, 0.5, 1, 2, 5, 10, 30, 100, 1e4], F32)
+    for dt in ("bfloat16", "float16"):
+        xh = ftrans.numpy.asarray(x).astype(dt)
+        got = fsp.erfcx(xh)
+        assert got.dtype == dt
+        want = ftrans.numpy.asarray(fsp.erfcx(xh.astype(np.float32))).astype(dt)
+        np.testing.assert_array_equal(np.asarray(got, F32), np.asarray(want, F32))
+
+
+@needs_jax012
+def test_erfcx_against_jax012():
+    g1, j1 = ftrans.grad(fsp.erfcx), jax.grad(jsp.erfcx)
+    x = np.concatenate([ERFCX_X, np.array([np.inf, 1e20], F32)])
+    np.testing.assert_allclose(ftrans.vmap(g1)(x), jax.jit(jax.vmap(j1))(x), rtol=2e-6)
+    np.testing.assert_allclose(ftrans.vmap(ftrans.grad(g1))(x), jax.jit(jax.vmap(jax.grad(j1)))(x), rtol=2e-6)
+    for dt in ("bfloat16", "float16"):
+        ours = fsp.erfcx(ftrans.numpy.asarray(x).astype(dt))
+        theirs = jax.jit(jsp.erfcx)(jax.numpy.asarray(x).astype(dt))
+        np.testing.assert_allclose(np.asarray(ours, F32), np.asarray(theirs, F32), rtol=8e-3)

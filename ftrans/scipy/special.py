@@ -1123,17 +1123,28 @@ def betainc(a: Any, b: Any, x: Any) -> Any:
 _ERFCX_CF_TERMS = 60
 
 
+def _erfcx_cf(x: Any) -> tuple[Any, Any, Any]:
+    """The last three levels ``c1, c2, c3`` of erfc's continued fraction at ``x >= 2``, evaluated backwards:
+    ``c_k = x + (k/2) / c_(k+1)``, so ``erfcx(x) = 1 / (sqrt(pi) c1)``, ``x - c1 = -1 / (2 c2)`` and
+    ``c2 - x = 1 / c3``."""
+    t = x.dtype.type
+    cf = x
+    levels = []
+    for k in range(_ERFCX_CF_TERMS, 0, -1):
+        cf = x + t(k / 2) / cf
+        if k <= 3:
+            levels.append(cf)
+    c3, c2, c1 = levels
+    return c1, c2, c3
+
+
 def _erfcx_impl(x: Any) -> Any:
     t = x.dtype.type
     ax = jnp.abs(x)
     small = ax < t(2)
     xs = jnp.where(small, ax, t(0))
     near = lax.exp(xs * xs) * lax.erfc(xs)
-    xl = jnp.where(small, t(2), ax)
-    cf = xl  # erfc's continued fraction x + (1/2)/(x + 1/(x + (3/2)/(x + ...))), evaluated backwards
-    for k in range(_ERFCX_CF_TERMS, 0, -1):
-        cf = xl + t(k / 2) / cf
-    far = t(1 / np.sqrt(np.pi)) / cf
+    far = t(1 / np.sqrt(np.pi)) / _erfcx_cf(jnp.where(small, t(2), ax))[0]
     pos = jnp.where(small, near, far)
     neg = t(2) * lax.exp(x * x) - pos  # erfcx(-|x|) = 2 exp(x^2) - erfcx(|x|)
     return jnp.where(x < t(0), neg, pos)
@@ -1148,7 +1159,42 @@ def _erfcx(x: Any) -> Any:
 def _erfcx_jvp(primals: tuple, tangents: tuple) -> tuple:
     (x,), (g,) = primals, tangents
     y = _erfcx(x)
-    return y, g * (x.dtype.type(2) * x * y - x.dtype.type(2 / np.sqrt(np.pi)))
+    return y, g * _erfcx_slope(x, y)
+
+
+# ``erfcx' = 2 x erfcx - 2/sqrt(pi)`` and ``erfcx'' = 2 erfcx + 2 x erfcx'`` cancel more and more bits as
+# ``x`` grows (jax 0.12 fits polynomials to the derivative instead); from 2 on ftrans takes them from the
+# continued fraction's levels, where no subtraction is left: ``erfcx' = -1 / (sqrt(pi) c1 c2)``,
+# ``erfcx'' = 2 / (sqrt(pi) c1 c2 c3)``; -0 and 0 at ``inf`` (jax 0.10/0.11: ``inf * 0``, NaN). The fraction's
+# 60 levels are float32-exact from x = 1 on, float64-exact from 2.
+
+
+def _erfcx_slope_cut(x: Any) -> Any:
+    return x.dtype.type(2.0 if x.dtype == np.float64 else 1.0)
+
+
+@custom_jvp
+def _erfcx_slope(x: Any, y: Any) -> Any:
+    """``erfcx'(x)`` given ``y = erfcx(x)``."""
+    t = x.dtype.type
+    cut = _erfcx_slope_cut(x)
+    far = x >= cut
+    c1, c2, _ = _erfcx_cf(jnp.where(far, x, cut))
+    return jnp.where(far, t(-1 / np.sqrt(np.pi)) / (c1 * c2), t(2) * x * y - t(2 / np.sqrt(np.pi)))
+
+
+@_erfcx_slope.defjvp
+def _erfcx_slope_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # y is erfcx(x), not a free argument: only x's tangent counts
+    (x, y), (g, _) = primals, tangents
+    t = x.dtype.type
+    d = _erfcx_slope(x, y)
+    cut = _erfcx_slope_cut(x)
+    far = x >= cut
+    xf = jnp.where(far, x, cut)
+    c1, c2, c3 = _erfcx_cf(xf)
+    near = t(2) * jnp.where(far, t(0), y) + t(2) * jnp.where(far, t(0), x) * jnp.where(far, t(0), d)
+    return d, g * jnp.where(far, t(2 / np.sqrt(np.pi)) / (c1 * c2 * c3), near)
 
 
 def erfcx(x: Any) -> Any:
@@ -1156,11 +1202,17 @@ def erfcx(x: Any) -> Any:
 
     ``exp(x**2) erfc(x)`` for ``|x| < 2``, erfc's continued fraction beyond
     (no overflow or underflow), ``2 exp(x**2) - erfcx(-x)`` for negative ``x``.
-    Its derivative is ``2 x erfcx(x) - 2/sqrt(pi)``. Complex ``x`` gives ``wofz(i x)``.
+    Its derivative is ``2 x erfcx(x) - 2/sqrt(pi)``, from ``x = 1`` (float64: 2) on (where that
+    subtraction cancels) ``-1 / (sqrt(pi) c1 c2)`` from the continued fraction's
+    last levels (-0 at ``inf``), and likewise its second derivative. Half
+    precision is computed in float32 and rounded (jax 0.12). Complex ``x`` gives
+    ``wofz(i x)``.
     """
     (x,) = _inexact("erfcx", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         return _wofz(1j * x)  # erfcx(z) = w(i z)
+    if dtypes.finfo(x.dtype).bits < 32:  # half precision through float32, as jax 0.12 (0.10/0.11: in place)
+        return _erfcx(x.astype(np.float32)).astype(x.dtype)
     return _erfcx(x)
 
 
