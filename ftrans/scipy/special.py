@@ -910,18 +910,21 @@ def _igamma_series(a: Any, x: Any, active: Any) -> Any:
     t = x.dtype.type
     eps = t(np.finfo(x.dtype).eps)
 
+    # each element stops when its own term is below eps (a batch-mate's slower convergence leaves it be,
+    # as jax 0.12's loops do: an element's value does not depend on the others in its batch)
     def cond(s: Any) -> Any:
-        i, _, c, ans = s
-        return (i < _MAX_ITERS) & jnp.any(jnp.abs(c) > jnp.abs(ans) * eps)
+        return (s[0] < _MAX_ITERS) & jnp.any(s[4])
 
     def body(s: Any) -> Any:
-        i, r, c, ans = s
-        r = r + t(1)
-        c = c * x / r
-        return i + 1, r, c, ans + c
+        i, r, c, ans, live = s
+        r2 = r + t(1)
+        c2 = c * x / r2
+        ans2 = ans + c2
+        r, c, ans = jnp.where(live, r2, r), jnp.where(live, c2, c), jnp.where(live, ans2, ans)
+        return i + 1, r, c, ans, live & (jnp.abs(c2) > jnp.abs(ans2) * eps)
 
-    init = (0, a, jnp.where(active, t(1), t(0)), jnp.ones_like(x))
-    _, _, _, ans = lax.while_loop(cond, body, init)
+    init = (0, a, jnp.where(active, t(1), t(0)), jnp.ones_like(x), jnp.asarray(active))
+    _, _, _, ans, _ = lax.while_loop(cond, body, init)
     logax = a * lax.log(x) - x - lax.lgamma(a + t(1))
     return lax.exp(logax) * ans
 
@@ -939,20 +942,20 @@ def _igammac_cf(a: Any, x: Any, active: Any) -> Any:
     d0 = t(1) / guard(b0)
 
     def cond(s: Any) -> Any:
-        i, _, _, _, _, delta = s
-        return (i < _MAX_ITERS) & jnp.any(active & (jnp.abs(delta - t(1)) > eps))
+        return (s[0] < _MAX_ITERS) & jnp.any(s[5])
 
-    def body(s: Any) -> Any:
-        i, b, c, d, h, _ = s
+    def body(s: Any) -> Any:  # converged elements keep their state (see _igamma_series)
+        i, b, c, d, h, live = s
         k = t(1) * (i + 1)
         an = -k * (k - a)
-        b = b + t(2)
-        d = t(1) / guard(an * d + b)
-        c = guard(b + an / c)
-        delta = d * c
-        return i + 1, b, c, d, h * delta, delta
+        b2 = b + t(2)
+        d2 = t(1) / guard(an * d + b2)
+        c2 = guard(b2 + an / c)
+        delta = d2 * c2
+        keep = [jnp.where(live, new, old) for new, old in ((b2, b), (c2, c), (d2, d), (h * delta, h))]
+        return (i + 1, *keep, live & (jnp.abs(delta - t(1)) > eps))
 
-    init = (0, b0, jnp.full_like(x, t(1) / tiny), d0, d0, jnp.zeros_like(x))
+    init = (0, b0, jnp.full_like(x, t(1) / tiny), d0, d0, jnp.asarray(active))
     h = lax.while_loop(cond, body, init)[4]
     return lax.exp(a * lax.log(x) - x - lax.lgamma(a)) * h
 
@@ -1045,24 +1048,24 @@ def _betacf(a: Any, b: Any, x: Any, active: Any) -> Any:
     d0 = t(1) / guard(t(1) - qab * x / qap)
 
     def cond(s: Any) -> Any:
-        i, _, _, _, delta = s
-        return (i < _MAX_ITERS) & jnp.any(active & (jnp.abs(delta - t(1)) > eps))
+        return (s[0] < _MAX_ITERS) & jnp.any(s[4])
 
-    def body(s: Any) -> Any:
-        i, c, d, h, _ = s
+    def body(s: Any) -> Any:  # converged elements keep their state (see _igamma_series)
+        i, c0, d0_, h0, live = s
         m = t(1) * (i + 1)
         m2 = m + m
         aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = t(1) / guard(t(1) + aa * d)
-        c = guard(t(1) + aa / c)
-        h = h * d * c
+        d = t(1) / guard(t(1) + aa * d0_)
+        c = guard(t(1) + aa / c0)
+        h = h0 * d * c
         aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
         d = t(1) / guard(t(1) + aa * d)
         c = guard(t(1) + aa / c)
         delta = d * c
-        return i + 1, c, d, h * delta, delta
+        keep = [jnp.where(live, new, old) for new, old in ((c, c0), (d, d0_), (h * delta, h0))]
+        return (i + 1, *keep, live & (jnp.abs(delta - t(1)) > eps))
 
-    init = (0, jnp.ones_like(x), d0, d0, jnp.zeros_like(x))
+    init = (0, jnp.ones_like(x), d0, d0, jnp.asarray(active))
     return lax.while_loop(cond, body, init)[3]
 
 
