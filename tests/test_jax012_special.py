@@ -376,3 +376,14 @@ def test_incomplete_gamma_beta_do_not_depend_on_the_batch(name):
         batched = np.asarray(ftrans.jit(ftrans.vmap(fun))(*args))
         alone = np.array([ftrans.jit(fun)(*(v[i] for v in args)) for i in range(len(a))], F32)
         np.testing.assert_array_equal(batched, alone)
+
+
+def test_igamma_derivative_in_a_at_integer_a_alone():
+    """At an integer ``a`` Legendre's fraction has a zero numerator (its value exact), but the derivative in
+    ``a`` needs the tail: an element alone must not stop there (it ran on only while batch-mates did)."""
+    a, x = np.array([1.0, 2.0, 3.0], F32), np.array([2.0, 3.5, 6.0], F32)
+    h = 1e-3
+    want = (ss.gammainc(a + h, x) - ss.gammainc(a - h, x)) / (2 * h)
+    for i in range(len(a)):
+        np.testing.assert_allclose(ftrans.lax.igamma_grad_a(a[i], x[i]), want[i], rtol=2e-4)
+        np.testing.assert_allclose(ftrans.grad(fsp.gammainc)(a[i], x[i]), want[i], rtol=2e-4)

@@ -127,28 +127,39 @@ def _both(a: Any, x: Any) -> tuple[Any, Any]:
     p_series = lax.mul(total, lax.exp(log_prefactor(xs)))
 
     # continued fraction: Q = x^a e^-x / Gamma(a) * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - ...))
+    # An integer a makes a partial numerator 0: the fraction's value is then exact, every later delta 1,
+    # but its derivative in a (igamma_grad_a, forward mode through this loop) still needs the tail. Such an
+    # element runs until a shadow fraction at a + 1/2 (same convergence rate, no zero numerator) converges.
+    integer_a = lax.eq(sa, lax.floor(sa))
+    half = full_like(a, 0.5)
+
     def c_cond(c: tuple) -> Any:
-        return lax.bitwise_and(lax.lt(c[0], _MAX_ITERATIONS), _any(c[5]))
+        return lax.bitwise_and(lax.lt(c[0], _MAX_ITERATIONS), _any(c[-1]))
+
+    def guard(v: Any) -> Any:
+        return lax.select(lax.lt(lax.abs(v), full_like(v, tiny)), full_like(v, tiny), v)
+
+    def lentz(an: Any, b: Any, cc: Any, dd: Any) -> tuple:
+        dd = lax.div(one, guard(lax.add(lax.mul(an, dd), b)))
+        cc = guard(lax.add(b, lax.div(an, cc)))
+        return cc, dd, lax.mul(dd, cc)
 
     def c_body(c: tuple) -> tuple:
-        n, b0_, cc0, dd0, h0, live = c
-        b, cc, dd = b0_, cc0, dd0
+        n, b0_, cc0, dd0, h0, cs0, ds0, live = c
         nf = lax.convert_element_type(n, calc)
-        an = lax.neg(lax.mul(nf, lax.sub(nf, sa)))
-        b = lax.add(b, full_like(b, 2.0))
-        dd = lax.add(lax.mul(an, dd), b)
-        dd = lax.select(lax.lt(lax.abs(dd), full_like(dd, tiny)), full_like(dd, tiny), dd)
-        cc = lax.add(b, lax.div(an, cc))
-        cc = lax.select(lax.lt(lax.abs(cc), full_like(cc, tiny)), full_like(cc, tiny), cc)
-        dd = lax.div(one, dd)
-        delta = lax.mul(dd, cc)
-        live2 = lax.bitwise_and(live, lax.gt(lax.abs(lax.sub(delta, one)), full_like(delta, eps)))
-        kept = [lax.select(live, new, old) for new, old in ((b, b0_), (cc, cc0), (dd, dd0), (lax.mul(h0, delta), h0))]
-        return (n + 1, *kept, live2)
+        b = lax.add(b0_, full_like(b0_, 2.0))
+        cc, dd, delta = lentz(lax.neg(lax.mul(nf, lax.sub(nf, sa))), b, cc0, dd0)
+        cs, ds, delta_s = lentz(lax.neg(lax.mul(nf, lax.sub(nf, lax.add(sa, half)))), lax.sub(b, half), cs0, ds0)
+        going = lax.gt(lax.abs(lax.sub(delta, one)), full_like(delta, eps))
+        shadow_going = lax.gt(lax.abs(lax.sub(delta_s, one)), full_like(delta, eps))
+        going = lax.bitwise_or(going, lax.bitwise_and(integer_a, shadow_going))
+        pairs = ((b, b0_), (cc, cc0), (dd, dd0), (lax.mul(h0, delta), h0), (cs, cs0), (ds, ds0))
+        return (n + 1, *[lax.select(live, new, old) for new, old in pairs], lax.bitwise_and(live, going))
 
     b0 = lax.sub(lax.add(xc, one), sa)
     d0 = lax.div(one, b0)
-    init = (np.int32(1), b0, full_like(a, 1.0 / tiny), d0, d0, full_like(a, True, np.bool_))
+    big = full_like(a, 1.0 / tiny)
+    init = (np.int32(1), b0, big, d0, d0, big, lax.div(one, lax.sub(b0, half)), full_like(a, True, np.bool_))
     h = while_loop(c_cond, c_body, init)[4]
     q_cf = lax.mul(h, lax.exp(log_prefactor(xc)))
 

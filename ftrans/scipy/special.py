@@ -930,32 +930,44 @@ def _igamma_series(a: Any, x: Any, active: Any) -> Any:
 
 
 def _igammac_cf(a: Any, x: Any, active: Any) -> Any:
-    """``Q(a, x)`` from Legendre's continued fraction (modified Lentz); converges for ``x >= a + 1``."""
+    """``Q(a, x)`` from Legendre's continued fraction (modified Lentz); converges for ``x >= a + 1``.
+
+    Each element stops at its own convergence (see ``_igamma_series``). An integer ``a`` makes a partial
+    numerator 0: the value is then exact and every later delta 1, but the derivative in ``a`` (taken by
+    forward mode through this loop) still needs the tail, so such an element runs until a shadow fraction
+    at ``a + 1/2`` (the same convergence rate, no zero numerator) converges too.
+    """
     t = x.dtype.type
     eps = t(np.finfo(x.dtype).eps)
     tiny = t(_tiny(x.dtype))
+    integer_a = a == lax.floor(a)
 
     def guard(v: Any) -> Any:
         return jnp.where(jnp.abs(v) < tiny, tiny, v)
+
+    def lentz(an: Any, b: Any, c: Any, d: Any) -> tuple:
+        d = t(1) / guard(an * d + b)
+        c = guard(b + an / c)
+        return c, d, d * c
 
     b0 = x + t(1) - a
     d0 = t(1) / guard(b0)
 
     def cond(s: Any) -> Any:
-        return (s[0] < _MAX_ITERS) & jnp.any(s[5])
+        return (s[0] < _MAX_ITERS) & jnp.any(s[-1])
 
-    def body(s: Any) -> Any:  # converged elements keep their state (see _igamma_series)
-        i, b, c, d, h, live = s
+    def body(s: Any) -> Any:
+        i, b, c, d, h, cs, ds, live = s
         k = t(1) * (i + 1)
-        an = -k * (k - a)
         b2 = b + t(2)
-        d2 = t(1) / guard(an * d + b2)
-        c2 = guard(b2 + an / c)
-        delta = d2 * c2
-        keep = [jnp.where(live, new, old) for new, old in ((b2, b), (c2, c), (d2, d), (h * delta, h))]
-        return (i + 1, *keep, live & (jnp.abs(delta - t(1)) > eps))
+        c2, d2, delta = lentz(-k * (k - a), b2, c, d)
+        cs2, ds2, delta_s = lentz(-k * (k - a - t(0.5)), b2 - t(0.5), cs, ds)
+        going = (jnp.abs(delta - t(1)) > eps) | (integer_a & (jnp.abs(delta_s - t(1)) > eps))
+        pairs = ((b2, b), (c2, c), (d2, d), (h * delta, h), (cs2, cs), (ds2, ds))
+        return (i + 1, *[jnp.where(live, new, old) for new, old in pairs], live & going)
 
-    init = (0, b0, jnp.full_like(x, t(1) / tiny), d0, d0, jnp.asarray(active))
+    big = jnp.full_like(x, t(1) / tiny)
+    init = (0, b0, big, d0, d0, big, t(1) / guard(b0 - t(0.5)), jnp.asarray(active))
     h = lax.while_loop(cond, body, init)[4]
     return lax.exp(a * lax.log(x) - x - lax.lgamma(a)) * h
 
@@ -1054,9 +1066,9 @@ def _betacf(a: Any, b: Any, x: Any, active: Any) -> Any:
         i, c0, d0_, h0, live = s
         m = t(1) * (i + 1)
         m2 = m + m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = t(1) / guard(t(1) + aa * d0_)
-        c = guard(t(1) + aa / c0)
+        even = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = t(1) / guard(t(1) + even * d0_)
+        c = guard(t(1) + even / c0)
         h = h0 * d * c
         aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
         d = t(1) / guard(t(1) + aa * d)
