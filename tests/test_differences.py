@@ -771,6 +771,24 @@ def test_expn_at_zero_is_one_over_n_minus_one():
     np.testing.assert_allclose(np.asarray(jsp.expn(n, z)), 1 / (n - 1) if JAX_012 else 1 / n)  # (0.12: fixed)
 
 
+def test_special_functions_follow_jax012():
+    """docs/differences.md, "What jax 0.12 changed": scipy.special's fixes (tests/test_jax012_special.py)."""
+    import jax.scipy.special as jsp
+
+    from ftrans.scipy import special as fsp
+
+    x = np.array([np.inf], np.float32)
+    assert float(fsp.exp1(x)[0]) == 0.0
+    assert float(jsp.exp1(x)[0]) == 0.0 if JAX_012 else np.isnan(jsp.exp1(x)[0])
+    z = np.array([0.0], np.float32)
+    assert float(fsp.expi(z)[0]) == -np.inf
+    assert float(jsp.expi(z)[0]) == -np.inf if JAX_012 else np.isnan(jsp.expi(z)[0])
+    p, q = np.array([np.nan], np.float32), np.array([1.0], np.float32)
+    assert np.isnan(fsp.rel_entr(p, q)[0])
+    assert np.isnan(jsp.rel_entr(p, q)[0]) if JAX_012 else jsp.rel_entr(p, q)[0] == np.inf
+    assert hasattr(fsp, "erfcinv") and hasattr(jsp, "erfcinv") == JAX_012
+
+
 def test_spence_derivative_near_one():
     import jax.scipy.special as jsp
 

@@ -834,7 +834,6 @@ NAMES_LEFT_OUT = {
         "jax2tf_associative_scan_reductions": "a switch of jax2tf, the TensorFlow converter, which ftrans has not",
         "custom_remat": "jax 0.11 only (0.12 removed it)",
     },
-    "scipy.special": {"erfcinv": "pending (j12special)"},
     "sharding": {
         "UnreducedKind": "ftrans's unreduced values are partial sums only (UnreducedKind.sum); max/min kinds of "
                          "unreduced axes are not supported",

@@ -85,6 +85,24 @@ GRAD_ARGS = {
 }
 
 
+JAX012 = jax.__version_info__ >= (0, 12)
+# Values jax 0.12 fixed (SciPy's limits) where jax 0.10/0.11 give NaN; ftrans gives them under every jax
+# (tests/test_jax012_special.py covers them against SciPy). name -> {first argument's value: value}
+FIXED_IN_JAX012 = {
+    "exp1": {np.inf: 0.0},  # E_1(x) < e^-x / x -> 0
+    "expi": {0.0: -np.inf, -np.inf: -0.0},  # Ei(x) ~ log|x| near 0; Ei(-inf) = -E_1(inf)
+}
+
+
+def _with_jax012_fixes(name, args, want):
+    if JAX012 or name not in FIXED_IN_JAX012:
+        return want
+    want = np.array(want)
+    for point, value in FIXED_IN_JAX012[name].items():
+        want[np.asarray(args[0]) == point] = value
+    return want
+
+
 def close(ours, theirs, rtol, atol):
     x, y = np.asarray(ours), np.asarray(theirs)
     assert x.shape == y.shape and x.dtype == y.dtype, (x.shape, x.dtype, y.shape, y.dtype)
@@ -99,6 +117,8 @@ def test_values_eager_jit_and_vmap(name):
     batched = name not in ("softmax", "log_softmax")
     # the values and (for the elementwise functions) the vmapped values from one jax program
     want, want_v = jax.jit(lambda *v: (g(*v), jax.vmap(g)(*v) if batched else None))(*args)
+    want = _with_jax012_fixes(name, args, want)
+    want_v = _with_jax012_fixes(name, args, want_v) if batched else None
     f = getattr(fsp, name)
     close(f(*args), want, rtol, atol)
     close(ftrans.jit(f)(*args), want, rtol, atol)

@@ -46,6 +46,11 @@ def _compiled_when_eager(fn: Any) -> Any:
     return run
 
 
+def _any(mask: Any) -> Any:
+    """Whether any element of a boolean array is set (a scalar)."""
+    return lax.reduce_or(mask, tuple(range(len(mask.shape))))
+
+
 def _full_shape(ops: tuple) -> tuple:
     """Rank-0 operands broadcast to the others' shape (after ``_broadcast_ones``), as JAX's n-ary special
     functions take ``lax.igamma(2., x)``: the implementations below select elementwise over one shape."""
@@ -105,42 +110,56 @@ def _both(a: Any, x: Any) -> tuple[Any, Any]:
         return lax.sub(lax.sub(lax.mul(sa, lax.log(xv)), xv), lax.lgamma(sa))
 
     # series: P = x^a e^-x / Gamma(a) * sum_n x^n / (a (a+1) ... (a+n))
+    # Each element stops at its own convergence and keeps its state while its batch-mates go on, so its
+    # value does not depend on them (jax 0.12's loops; jax 0.10/0.11 iterate every element to the slowest).
     def s_cond(c: tuple) -> Any:
-        n, term, total = c
-        live = lax.gt(lax.abs(term), lax.mul(lax.abs(total), full_like(total, eps)))
-        return lax.bitwise_and(lax.lt(n, _MAX_ITERATIONS), lax.reduce_or(live, tuple(range(len(term.shape)))))
+        return lax.bitwise_and(lax.lt(c[0], _MAX_ITERATIONS), _any(c[3]))
 
     def s_body(c: tuple) -> tuple:
-        n, term, total = c
-        term = lax.mul(term, lax.div(xs, lax.add(sa, lax.convert_element_type(n, calc))))
-        return n + 1, term, lax.add(total, term)
+        n, term, total, live = c
+        term2 = lax.mul(term, lax.div(xs, lax.add(sa, lax.convert_element_type(n, calc))))
+        total2 = lax.add(total, term2)
+        live2 = lax.bitwise_and(live, lax.gt(lax.abs(term2), lax.mul(lax.abs(total2), full_like(total2, eps))))
+        return n + 1, lax.select(live, term2, term), lax.select(live, total2, total), live2
 
     first = lax.div(one, sa)
-    _, _, total = while_loop(s_cond, s_body, (np.int32(1), first, first))
+    _, _, total, _ = while_loop(s_cond, s_body, (np.int32(1), first, first, full_like(first, True, np.bool_)))
     p_series = lax.mul(total, lax.exp(log_prefactor(xs)))
 
     # continued fraction: Q = x^a e^-x / Gamma(a) * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - ...))
+    # An integer a makes a partial numerator 0: the fraction's value is then exact, every later delta 1,
+    # but its derivative in a (igamma_grad_a, forward mode through this loop) still needs the tail. Such an
+    # element runs until a shadow fraction at a + 1/2 (same convergence rate, no zero numerator) converges.
+    integer_a = lax.eq(sa, lax.floor(sa))
+    half = full_like(a, 0.5)
+
     def c_cond(c: tuple) -> Any:
-        n, _, _, _, _, delta = c
-        live = lax.gt(lax.abs(lax.sub(delta, one)), full_like(delta, eps))
-        return lax.bitwise_and(lax.lt(n, _MAX_ITERATIONS), lax.reduce_or(live, tuple(range(len(delta.shape)))))
+        return lax.bitwise_and(lax.lt(c[0], _MAX_ITERATIONS), _any(c[-1]))
+
+    def guard(v: Any) -> Any:
+        return lax.select(lax.lt(lax.abs(v), full_like(v, tiny)), full_like(v, tiny), v)
+
+    def lentz(an: Any, b: Any, cc: Any, dd: Any) -> tuple:
+        dd = lax.div(one, guard(lax.add(lax.mul(an, dd), b)))
+        cc = guard(lax.add(b, lax.div(an, cc)))
+        return cc, dd, lax.mul(dd, cc)
 
     def c_body(c: tuple) -> tuple:
-        n, b, cc, dd, h, _ = c
+        n, b0_, cc0, dd0, h0, cs0, ds0, live = c
         nf = lax.convert_element_type(n, calc)
-        an = lax.neg(lax.mul(nf, lax.sub(nf, sa)))
-        b = lax.add(b, full_like(b, 2.0))
-        dd = lax.add(lax.mul(an, dd), b)
-        dd = lax.select(lax.lt(lax.abs(dd), full_like(dd, tiny)), full_like(dd, tiny), dd)
-        cc = lax.add(b, lax.div(an, cc))
-        cc = lax.select(lax.lt(lax.abs(cc), full_like(cc, tiny)), full_like(cc, tiny), cc)
-        dd = lax.div(one, dd)
-        delta = lax.mul(dd, cc)
-        return n + 1, b, cc, dd, lax.mul(h, delta), delta
+        b = lax.add(b0_, full_like(b0_, 2.0))
+        cc, dd, delta = lentz(lax.neg(lax.mul(nf, lax.sub(nf, sa))), b, cc0, dd0)
+        cs, ds, delta_s = lentz(lax.neg(lax.mul(nf, lax.sub(nf, lax.add(sa, half)))), lax.sub(b, half), cs0, ds0)
+        going = lax.gt(lax.abs(lax.sub(delta, one)), full_like(delta, eps))
+        shadow_going = lax.gt(lax.abs(lax.sub(delta_s, one)), full_like(delta, eps))
+        going = lax.bitwise_or(going, lax.bitwise_and(integer_a, shadow_going))
+        pairs = ((b, b0_), (cc, cc0), (dd, dd0), (lax.mul(h0, delta), h0), (cs, cs0), (ds, ds0))
+        return (n + 1, *[lax.select(live, new, old) for new, old in pairs], lax.bitwise_and(live, going))
 
     b0 = lax.sub(lax.add(xc, one), sa)
     d0 = lax.div(one, b0)
-    init = (np.int32(1), b0, full_like(a, 1.0 / tiny), d0, d0, full_like(a, 2.0))
+    big = full_like(a, 1.0 / tiny)
+    init = (np.int32(1), b0, big, d0, d0, big, lax.div(one, lax.sub(b0, half)), full_like(a, True, np.bool_))
     h = while_loop(c_cond, c_body, init)[4]
     q_cf = lax.mul(h, lax.exp(log_prefactor(xc)))
 
@@ -231,12 +250,11 @@ def _betainc(a: Any, b: Any, x: Any) -> Any:
         return lax.select(lax.lt(lax.abs(v), full_like(v, tiny)), full_like(v, tiny), v)
 
     def cond(c: tuple) -> Any:
-        n, _, _, _, delta = c
-        live = lax.gt(lax.abs(lax.sub(delta, one)), full_like(delta, eps))
-        return lax.bitwise_and(lax.lt(n, _MAX_ITERATIONS), lax.reduce_or(live, tuple(range(len(delta.shape)))))
+        return lax.bitwise_and(lax.lt(c[0], _MAX_ITERATIONS), _any(c[4]))
 
-    def body(c: tuple) -> tuple:
-        n, cc, dd, h, _ = c
+    def body(c: tuple) -> tuple:  # converged elements keep their state (see _both)
+        n, cc0, dd0, h0, live = c
+        cc, dd, h = cc0, dd0, h0
         m = lax.convert_element_type(n, calc)
         m2 = lax.add(m, m)
         even = lax.div(lax.mul(lax.mul(m, lax.sub(pb, m)), px),
@@ -249,10 +267,12 @@ def _betainc(a: Any, b: Any, x: Any) -> Any:
         dd = lax.div(one, guard(lax.add(one, lax.mul(odd, dd))))
         cc = guard(lax.add(one, lax.div(odd, cc)))
         delta = lax.mul(dd, cc)
-        return n + 1, cc, dd, lax.mul(h, delta), delta
+        live2 = lax.bitwise_and(live, lax.gt(lax.abs(lax.sub(delta, one)), full_like(delta, eps)))
+        kept = [lax.select(live, new, old) for new, old in ((cc, cc0), (dd, dd0), (lax.mul(h, delta), h0))]
+        return (n + 1, *kept, live2)
 
     d0 = lax.div(one, guard(lax.sub(one, lax.div(lax.mul(lax.add(pa, pb), px), lax.add(pa, one)))))
-    h = while_loop(cond, body, (np.int32(1), one, d0, d0, two))[3]
+    h = while_loop(cond, body, (np.int32(1), one, d0, d0, full_like(a, True, np.bool_)))[3]
     log_front = lax.sub(lax.add(lax.mul(pa, lax.log(px)), lax.mul(pb, lax.log1p(lax.neg(px)))),
                         lax.sub(lax.add(lax.lgamma(pa), lax.lgamma(pb)), lax.lgamma(lax.add(pa, pb))))
     val = lax.div(lax.mul(lax.exp(log_front), h), pa)

@@ -31,7 +31,7 @@ from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
     "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc", "fresnel",
-    "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0", "i0e",
+    "erfcinv", "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0", "i0e",
     "hyp2f1", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
     "ndtr", "ndtri", "owens_t", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "sph_harm_y", "wofz", "xlog1py", "xlogy",
     "zeta",
@@ -367,25 +367,85 @@ def multigammaln(a: Any, d: int) -> Any:
 
 
 def rel_entr(p: Any, q: Any) -> Any:
-    """``p log(p / q)`` for ``p, q > 0``; 0 where ``p == 0 <= q``; ``inf`` elsewhere."""
+    """``p log(p / q)`` for ``p, q > 0``; 0 where ``p == 0 <= q``; NaN where either is NaN; ``inf`` elsewhere.
+
+    ``log(p / q)`` is SciPy's: ``log1p((p - q) / q)`` for ``1/2 < p/q < 2``, ``log(p/q)`` while the
+    ratio is normal and finite, ``log p - log q`` otherwise. The derivatives are ``log(p/q) + 1`` and
+    ``-p/q`` where ``p, q > 0``, NaN at a NaN, 0 elsewhere (jax 0.12's values and rule, under every
+    jax: jax 0.10/0.11 give ``inf`` at a NaN and no derivative NaN there).
+    """
     p, q = _inexact("rel_entr", p, q)
     if dtypes.issubdtype(p.dtype, np.complexfloating):
         raise ValueError("rel_entr does not support complex-valued inputs.")
-    zero = _const(p, 0)
-    both = (p > zero) & (q > zero)
-    one_zero = (p == zero) & (q >= zero)
-    sp = jnp.where(both, p, _const(p, 1))
-    sq = jnp.where(both, q, _const(q, 1))
-    val = _xlogx(sp) - xlogy(sp, sq)
-    return jnp.where(both, val, jnp.where(one_zero, zero, _const(p, np.inf)))
+    p, q = jnp.broadcast_arrays(p, q)
+    return _rel_entr(False, p, q)
 
 
 def kl_div(p: Any, q: Any) -> Any:
-    """``rel_entr(p, q) - p + q``."""
+    """``p log(p / q) - p + q`` for ``p, q > 0``; ``q`` where ``p == 0 <= q``; NaN at a NaN; ``inf`` elsewhere.
+
+    Near ``p == q`` (``|p - q| < q / 20``) it sums ``(p - q) u (1/2 - u/6 + u**2/12 - u**3/20 + u**4/30)``
+    with ``u = (p - q) / q`` (SciPy's and jax 0.12's series: no cancellation, never negative); the derivatives
+    are ``log(p/q)`` and ``1 - p/q`` where ``p, q > 0``, ``(0, 1)`` where ``p == 0 <= q``, NaN at a NaN, 0
+    elsewhere (jax 0.10/0.11 differentiate ``rel_entr(p, q) - p + q``: ``(-1, 1)`` outside the domain).
+    """
     p, q = _inexact("kl_div", p, q)
     if dtypes.issubdtype(p.dtype, np.complexfloating):
         raise ValueError("kl_div does not support complex-valued inputs.")
-    return rel_entr(p, q) - p + q
+    p, q = jnp.broadcast_arrays(p, q)
+    return _rel_entr(True, p, q)
+
+
+def _log_ratio(p: Any, q: Any) -> tuple[Any, Any, Any, Any]:
+    """``log(p / q)`` for ``p, q > 0``, with ``p / q``, whether ``1/2 < p/q < 2`` and ``(p - q) / q`` there."""
+    t = p.dtype.type
+    r = p / q
+    near = (r > t(0.5)) & (r < t(2))
+    normal = (r > t(np.finfo(p.dtype).tiny)) & (r < t(np.inf))
+    qn = jnp.where(near, q, t(1))
+    u = (jnp.where(near, p, t(1)) - qn) / qn
+    via_ratio = lax.log(jnp.where(normal, r, t(1)))
+    log_r = jnp.where(near, lax.log1p(u), jnp.where(normal, via_ratio, lax.log(p) - lax.log(q)))
+    return log_r, r, near, u
+
+
+def _rel_entr_fun(kl: bool, p: Any, q: Any) -> Any:
+    t = p.dtype.type
+    nan = jnp.isnan(p) | jnp.isnan(q)
+    both = (p > t(0)) & (q > t(0))
+    p_at_zero = (p == t(0)) & (q >= t(0))
+    ps, qs = jnp.where(both, p, t(1)), jnp.where(both, q, t(1))
+    log_r, _, near, u = _log_ratio(ps, qs)
+    inside = ps * log_r
+    if kl:
+        series = (ps - qs) * u * (t(1 / 2) - u * (t(1 / 6) - u * (t(1 / 12) - u * (t(1 / 20) - u * t(1 / 30)))))
+        inside = jnp.where(near & (lax.abs(u) < t(0.05)), series, inside - (ps - qs))
+    edge = jnp.where(p_at_zero, q if kl else jnp.zeros_like(p), t(np.inf))
+    return jnp.where(nan, t(np.nan), jnp.where(both, inside, edge))
+
+
+_rel_entr = custom_jvp(_rel_entr_fun, nondiff_argnums=(0,))
+
+
+@_rel_entr.defjvp
+def _rel_entr_jvp(kl: bool, primals: tuple, tangents: tuple) -> tuple:
+    (p, q), (tp, tq) = primals, tangents
+    t = p.dtype.type
+    nan = jnp.isnan(p) | jnp.isnan(q)
+    both = (p > t(0)) & (q > t(0))
+    p_at_zero = (p == t(0)) & (q >= t(0))
+    ps, qs = jnp.where(both, p, t(1)), jnp.where(both, q, t(1))
+    log_r, r, _, _ = _log_ratio(ps, qs)
+    if kl:
+        finite_q = qs < t(np.inf)
+        qf = jnp.where(finite_q, qs, t(1))
+        dp, dq = log_r, jnp.where(finite_q, -((jnp.where(finite_q, ps, t(1)) - qf) / qf), t(1))
+    else:
+        dp, dq = log_r + t(1), -r
+    zero = jnp.zeros_like(p)
+    dp = jnp.where(nan, t(np.nan), jnp.where(both, dp, zero))
+    dq = jnp.where(nan, t(np.nan), jnp.where(both, dq, jnp.where(p_at_zero, t(1 if kl else 0), zero)))
+    return _rel_entr(kl, p, q), tp * dp + tq * dq
 
 
 def boxcox(x: Any, lmbda: Any) -> Any:
@@ -567,11 +627,20 @@ def ndtri(p: Any) -> Any:
     """The inverse of ``ndtr``: ``x`` with ``ndtr(x) = p`` (``-inf``/``inf`` at 0/1, NaN outside [0, 1]).
 
     Cephes' piecewise rational approximations in ``p`` (central part) and in
-    ``sqrt(-2 log p)`` (tails); derivatives follow the formula.
+    ``sqrt(-2 log p)`` (tails). The derivative is ``sqrt(2 pi) exp(x**2 / 2)``,
+    taken in the tails as ``sqrt(pi / 2) erfcx(|x| / sqrt(2)) / min(p, 1 - p)``
+    (no ``x**2``-fold amplification of ``x``'s rounding), ``inf`` at 0 and 1;
+    the second derivative is ``x ndtri'(p)**2`` (jax 0.12's rules; jax 0.10
+    and 0.11 differentiate the approximation and give 0 or NaN at the ends).
     """
     (p,) = _inexact("ndtri", p)
     if p.dtype not in (np.float32, np.float64):
         raise TypeError(f"x.dtype={p.dtype} is not supported, see docstring for supported types.")
+    return _ndtri(p)
+
+
+@custom_jvp
+def _ndtri(p: Any) -> Any:
     t = p.dtype.type
     comp = jnp.where(p > t(-np.expm1(-2.0)), t(1) - p, p)
     safe = jnp.where(comp == t(0), jnp.full_like(p, t(0.5)), comp)
@@ -586,6 +655,108 @@ def ndtri(p: Any) -> Any:
     x = jnp.where(safe > t(np.exp(-2.0)), big, jnp.where(z >= t(8), tail_far, tail))
     x = jnp.where(p > t(1 - np.exp(-2.0)), x, -x)
     return jnp.where(p == t(0), t(-np.inf), jnp.where(p == t(1), t(np.inf), x))
+
+
+@_ndtri.defjvp
+def _ndtri_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (p,), (g,) = primals, tangents
+    x = _ndtri(p)
+    return x, g * _ndtri_slope(p, x)
+
+
+@custom_jvp
+def _ndtri_slope(p: Any, x: Any) -> Any:
+    """``ndtri'(p)`` given ``x = ndtri(p)``."""
+    t = p.dtype.type
+    u = lax.abs(x) * t(np.sqrt(0.5))
+    tail = u > t(1)
+    central = t(np.sqrt(2 * np.pi)) * lax.exp(t(0.5) * lax.square(jnp.where(tail, t(0), x)))
+    # in the tails 1 - p is exact (p >= 1/2) and min(p, 1 - p) = erfc(u) / 2 = exp(-u**2) erfcx(u) / 2
+    a = jnp.where(p > t(0.5), t(1) - p, p)
+    ok = tail & (a > t(0))
+    far = t(np.sqrt(np.pi / 2)) * _erfcx(jnp.where(ok, u, t(1))) / jnp.where(ok, a, t(1))
+    far = jnp.where(a == t(0), t(np.inf), far)
+    return jnp.where(tail, far, central)
+
+
+@_ndtri_slope.defjvp
+def _ndtri_slope_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # x is ndtri(p), not a free argument: d/dp ndtri'(p) = x ndtri'(p)**2 (x's tangent is ignored)
+    (p, x), (g, _) = primals, tangents
+    d = _ndtri_slope(p, x)
+    return d, g * ((x * d) * d)
+
+
+@outputs_checked
+def erfcinv(y: Any) -> Any:
+    """The inverse of the complementary error function on ``[0, 2]``.
+
+    ``erfcinv(y) = -ndtri(y / 2) / sqrt(2)`` (``y / 2`` is exact, and ``ndtri``
+    takes ``1 - p`` exactly for ``y`` near 2). ``erfcinv(0)`` is ``inf``,
+    ``erfcinv(2)`` is ``-inf``, ``y`` outside ``[0, 2]`` or NaN gives NaN. Its
+    derivative is ``-sqrt(pi) / 2 exp(erfcinv(y)**2)`` (from ``ndtri``'s rule,
+    accurate in the tails), ``-inf`` at both ends. Half-precision inputs are
+    computed in float32 and rounded back, as in JAX. New in jax 0.12; ftrans
+    has it under every jax.
+
+    Args:
+        y: array-like, real-valued.
+
+    Returns:
+        An array of the values ``x`` with ``erfc(x) = y``, in ``y``'s inexact dtype.
+
+    Raises:
+        ValueError: for complex ``y``.
+
+    Examples:
+        >>> import ftrans.numpy as jnp
+        >>> from ftrans.scipy.special import erfcinv
+        >>> erfcinv(jnp.array([0.0, 0.5, 1.0, 1.5, 2.0]))
+        Array([        inf,  0.47693628,  0.        , -0.47693628,        -inf], dtype=float32)
+    """
+    (y,) = _inexact("erfcinv", y)
+    if dtypes.issubdtype(y.dtype, np.complexfloating):
+        raise ValueError("erfcinv does not support complex-valued inputs.")
+    if dtypes.finfo(y.dtype).bits < 32:
+        return _erfcinv(y.astype(np.float32)).astype(y.dtype)
+    return _erfcinv(y)
+
+
+@custom_jvp
+def _erfcinv(y: Any) -> Any:
+    t = y.dtype.type
+    inside = (y >= t(0)) & (y <= t(2))
+    x = _ndtri(jnp.where(inside, y * t(0.5), t(0.5))) * t(np.sqrt(0.5))
+    # +0, not -0, at y = 1 (XLA folds 0 - x into -x); the derivative comes from the rule below
+    tails = jnp.where(x == t(0), t(0), -x)
+    # between 1/2 and 3/2, 1 - y is exact and erf_inv is the more accurate there
+    central = (y >= t(0.5)) & (y <= t(1.5))
+    mid = lax.erf_inv(jnp.where(central, t(1) - y, t(0)))
+    return jnp.where(inside, jnp.where(central, mid, tails), t(np.nan))
+
+
+@_erfcinv.defjvp
+def _erfcinv_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # the rule multiplies the tangent by a slope that is NaN outside [0, 2], so forward and reverse mode
+    # both give NaN there (a select on the argument would transpose to a 0 cotangent)
+    (y,), (g,) = primals, tangents
+    x = _erfcinv(y)
+    return x, g * _erfcinv_slope(y, x)
+
+
+@custom_jvp
+def _erfcinv_slope(y: Any, x: Any) -> Any:
+    """``erfcinv'(y) = -sqrt(pi) / 2 exp(x**2)`` given ``x = erfcinv(y)``: ``-ndtri'(y / 2) / (2 sqrt(2))``."""
+    t = y.dtype.type
+    return _ndtri_slope(y * t(0.5), x * t(-np.sqrt(2.0))) * t(-0.25 * np.sqrt(2.0))
+
+
+@_erfcinv_slope.defjvp
+def _erfcinv_slope_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # x is erfcinv(y), not a free argument: d/dy erfcinv'(y) = 2 x erfcinv'(y)**2
+    (y, x), (g, _) = primals, tangents
+    d = _erfcinv_slope(y, x)
+    return d, g * ((x.dtype.type(2) * x * d) * d)
 
 
 # ----------------------------------------------------------------------------
@@ -650,12 +821,20 @@ def zeta(x: Any, q: Any = None) -> Any:
 
     Twelve direct terms, then the Euler-Maclaurin tail with twelve Bernoulli
     corrections. ``x == 1`` gives ``inf``, ``x < 1`` NaN, a non-positive integer
-    ``q`` ``inf``. Derivatives are those of the formula, in both arguments.
+    ``q`` ``inf``. Derivatives are those of the formula, in both arguments,
+    except where the value is NaN (both NaN) and at ``x == 1`` (``-inf`` in ``x``,
+    NaN in ``q``): jax 0.12's rule, under every jax (jax 0.10/0.11 give the
+    derivatives of an analytic continuation where the value is NaN).
     """
     if q is None:
         raise NotImplementedError("Riemann zeta function not implemented; pass q != None to compute the "
                                   "Hurwitz Zeta function.")
     x, q = _inexact("zeta", x, q)
+    x, q = jnp.broadcast_arrays(x, q)
+    return _zeta(x, q)
+
+
+def _zeta_formula(x: Any, q: Any) -> Any:
     t = x.dtype.type
     bad = x < t(1)
     one = x == t(1)
@@ -675,6 +854,25 @@ def zeta(x: Any, q: Any = None) -> Any:
         fac = fac * (xs + t(2 * j - 1)) * (xs + t(2 * j)) * inv_a2
     total = jnp.where(pole, t(np.inf), total)
     return jnp.where(bad, t(np.nan), jnp.where(one, t(np.inf), total))
+
+
+_zeta = custom_jvp(_zeta_formula)
+
+
+@_zeta.defjvp
+def _zeta_jvp(primals: tuple, tangents: tuple) -> tuple:
+    from ftrans.transforms.reverse import vjp
+
+    (x, q), (tx, tq) = primals, tangents
+    t = x.dtype.type
+    # the elementwise partials, apart (a forward tangent (0, 1) would meet d/dx's NaN at negative q + k)
+    out, pullback = vjp(_zeta_formula, x, q)
+    dx, dq = pullback(jnp.ones_like(out))
+    # the partials as arrays, so the tangent stays linear and reverse mode sees the NaNs too
+    undefined = jnp.isnan(out)
+    dx = jnp.where(undefined, t(np.nan), jnp.where(x == t(1), t(-np.inf), dx))
+    dq = jnp.where(undefined | (x == t(1)), t(np.nan), dq)
+    return out, tx * dx + tq * dq
 
 
 @outputs_checked
@@ -712,49 +910,64 @@ def _igamma_series(a: Any, x: Any, active: Any) -> Any:
     t = x.dtype.type
     eps = t(np.finfo(x.dtype).eps)
 
+    # each element stops when its own term is below eps (a batch-mate's slower convergence leaves it be,
+    # as jax 0.12's loops do: an element's value does not depend on the others in its batch)
     def cond(s: Any) -> Any:
-        i, _, c, ans = s
-        return (i < _MAX_ITERS) & jnp.any(jnp.abs(c) > jnp.abs(ans) * eps)
+        return (s[0] < _MAX_ITERS) & jnp.any(s[4])
 
     def body(s: Any) -> Any:
-        i, r, c, ans = s
-        r = r + t(1)
-        c = c * x / r
-        return i + 1, r, c, ans + c
+        i, r, c, ans, live = s
+        r2 = r + t(1)
+        c2 = c * x / r2
+        ans2 = ans + c2
+        r, c, ans = jnp.where(live, r2, r), jnp.where(live, c2, c), jnp.where(live, ans2, ans)
+        return i + 1, r, c, ans, live & (jnp.abs(c2) > jnp.abs(ans2) * eps)
 
-    init = (0, a, jnp.where(active, t(1), t(0)), jnp.ones_like(x))
-    _, _, _, ans = lax.while_loop(cond, body, init)
+    init = (0, a, jnp.where(active, t(1), t(0)), jnp.ones_like(x), jnp.asarray(active))
+    _, _, _, ans, _ = lax.while_loop(cond, body, init)
     logax = a * lax.log(x) - x - lax.lgamma(a + t(1))
     return lax.exp(logax) * ans
 
 
 def _igammac_cf(a: Any, x: Any, active: Any) -> Any:
-    """``Q(a, x)`` from Legendre's continued fraction (modified Lentz); converges for ``x >= a + 1``."""
+    """``Q(a, x)`` from Legendre's continued fraction (modified Lentz); converges for ``x >= a + 1``.
+
+    Each element stops at its own convergence (see ``_igamma_series``). An integer ``a`` makes a partial
+    numerator 0: the value is then exact and every later delta 1, but the derivative in ``a`` (taken by
+    forward mode through this loop) still needs the tail, so such an element runs until a shadow fraction
+    at ``a + 1/2`` (the same convergence rate, no zero numerator) converges too.
+    """
     t = x.dtype.type
     eps = t(np.finfo(x.dtype).eps)
     tiny = t(_tiny(x.dtype))
+    integer_a = a == lax.floor(a)
 
     def guard(v: Any) -> Any:
         return jnp.where(jnp.abs(v) < tiny, tiny, v)
+
+    def lentz(an: Any, b: Any, c: Any, d: Any) -> tuple:
+        d = t(1) / guard(an * d + b)
+        c = guard(b + an / c)
+        return c, d, d * c
 
     b0 = x + t(1) - a
     d0 = t(1) / guard(b0)
 
     def cond(s: Any) -> Any:
-        i, _, _, _, _, delta = s
-        return (i < _MAX_ITERS) & jnp.any(active & (jnp.abs(delta - t(1)) > eps))
+        return (s[0] < _MAX_ITERS) & jnp.any(s[-1])
 
     def body(s: Any) -> Any:
-        i, b, c, d, h, _ = s
+        i, b, c, d, h, cs, ds, live = s
         k = t(1) * (i + 1)
-        an = -k * (k - a)
-        b = b + t(2)
-        d = t(1) / guard(an * d + b)
-        c = guard(b + an / c)
-        delta = d * c
-        return i + 1, b, c, d, h * delta, delta
+        b2 = b + t(2)
+        c2, d2, delta = lentz(-k * (k - a), b2, c, d)
+        cs2, ds2, delta_s = lentz(-k * (k - a - t(0.5)), b2 - t(0.5), cs, ds)
+        going = (jnp.abs(delta - t(1)) > eps) | (integer_a & (jnp.abs(delta_s - t(1)) > eps))
+        pairs = ((b2, b), (c2, c), (d2, d), (h * delta, h), (cs2, cs), (ds2, ds))
+        return (i + 1, *[jnp.where(live, new, old) for new, old in pairs], live & going)
 
-    init = (0, b0, jnp.full_like(x, t(1) / tiny), d0, d0, jnp.zeros_like(x))
+    big = jnp.full_like(x, t(1) / tiny)
+    init = (0, b0, big, d0, d0, big, t(1) / guard(b0 - t(0.5)), jnp.asarray(active))
     h = lax.while_loop(cond, body, init)[4]
     return lax.exp(a * lax.log(x) - x - lax.lgamma(a)) * h
 
@@ -847,24 +1060,24 @@ def _betacf(a: Any, b: Any, x: Any, active: Any) -> Any:
     d0 = t(1) / guard(t(1) - qab * x / qap)
 
     def cond(s: Any) -> Any:
-        i, _, _, _, delta = s
-        return (i < _MAX_ITERS) & jnp.any(active & (jnp.abs(delta - t(1)) > eps))
+        return (s[0] < _MAX_ITERS) & jnp.any(s[4])
 
-    def body(s: Any) -> Any:
-        i, c, d, h, _ = s
+    def body(s: Any) -> Any:  # converged elements keep their state (see _igamma_series)
+        i, c0, d0_, h0, live = s
         m = t(1) * (i + 1)
         m2 = m + m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = t(1) / guard(t(1) + aa * d)
-        c = guard(t(1) + aa / c)
-        h = h * d * c
+        even = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = t(1) / guard(t(1) + even * d0_)
+        c = guard(t(1) + even / c0)
+        h = h0 * d * c
         aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
         d = t(1) / guard(t(1) + aa * d)
         c = guard(t(1) + aa / c)
         delta = d * c
-        return i + 1, c, d, h * delta, delta
+        keep = [jnp.where(live, new, old) for new, old in ((c, c0), (d, d0_), (h * delta, h0))]
+        return (i + 1, *keep, live & (jnp.abs(delta - t(1)) > eps))
 
-    init = (0, jnp.ones_like(x), d0, d0, jnp.zeros_like(x))
+    init = (0, jnp.ones_like(x), d0, d0, jnp.asarray(active))
     return lax.while_loop(cond, body, init)[3]
 
 
@@ -925,17 +1138,28 @@ def betainc(a: Any, b: Any, x: Any) -> Any:
 _ERFCX_CF_TERMS = 60
 
 
+def _erfcx_cf(x: Any) -> tuple[Any, Any, Any]:
+    """The last three levels ``c1, c2, c3`` of erfc's continued fraction at ``x >= 2``, evaluated backwards:
+    ``c_k = x + (k/2) / c_(k+1)``, so ``erfcx(x) = 1 / (sqrt(pi) c1)``, ``x - c1 = -1 / (2 c2)`` and
+    ``c2 - x = 1 / c3``."""
+    t = x.dtype.type
+    cf = x
+    levels = []
+    for k in range(_ERFCX_CF_TERMS, 0, -1):
+        cf = x + t(k / 2) / cf
+        if k <= 3:
+            levels.append(cf)
+    c3, c2, c1 = levels
+    return c1, c2, c3
+
+
 def _erfcx_impl(x: Any) -> Any:
     t = x.dtype.type
     ax = jnp.abs(x)
     small = ax < t(2)
     xs = jnp.where(small, ax, t(0))
     near = lax.exp(xs * xs) * lax.erfc(xs)
-    xl = jnp.where(small, t(2), ax)
-    cf = xl  # erfc's continued fraction x + (1/2)/(x + 1/(x + (3/2)/(x + ...))), evaluated backwards
-    for k in range(_ERFCX_CF_TERMS, 0, -1):
-        cf = xl + t(k / 2) / cf
-    far = t(1 / np.sqrt(np.pi)) / cf
+    far = t(1 / np.sqrt(np.pi)) / _erfcx_cf(jnp.where(small, t(2), ax))[0]
     pos = jnp.where(small, near, far)
     neg = t(2) * lax.exp(x * x) - pos  # erfcx(-|x|) = 2 exp(x^2) - erfcx(|x|)
     return jnp.where(x < t(0), neg, pos)
@@ -950,7 +1174,42 @@ def _erfcx(x: Any) -> Any:
 def _erfcx_jvp(primals: tuple, tangents: tuple) -> tuple:
     (x,), (g,) = primals, tangents
     y = _erfcx(x)
-    return y, g * (x.dtype.type(2) * x * y - x.dtype.type(2 / np.sqrt(np.pi)))
+    return y, g * _erfcx_slope(x, y)
+
+
+# ``erfcx' = 2 x erfcx - 2/sqrt(pi)`` and ``erfcx'' = 2 erfcx + 2 x erfcx'`` cancel more and more bits as
+# ``x`` grows (jax 0.12 fits polynomials to the derivative instead); from 2 on ftrans takes them from the
+# continued fraction's levels, where no subtraction is left: ``erfcx' = -1 / (sqrt(pi) c1 c2)``,
+# ``erfcx'' = 2 / (sqrt(pi) c1 c2 c3)``; -0 and 0 at ``inf`` (jax 0.10/0.11: ``inf * 0``, NaN). The fraction's
+# 60 levels are float32-exact from x = 1 on, float64-exact from 2.
+
+
+def _erfcx_slope_cut(x: Any) -> Any:
+    return x.dtype.type(2.0 if x.dtype == np.float64 else 1.0)
+
+
+@custom_jvp
+def _erfcx_slope(x: Any, y: Any) -> Any:
+    """``erfcx'(x)`` given ``y = erfcx(x)``."""
+    t = x.dtype.type
+    cut = _erfcx_slope_cut(x)
+    far = x >= cut
+    c1, c2, _ = _erfcx_cf(jnp.where(far, x, cut))
+    return jnp.where(far, t(-1 / np.sqrt(np.pi)) / (c1 * c2), t(2) * x * y - t(2 / np.sqrt(np.pi)))
+
+
+@_erfcx_slope.defjvp
+def _erfcx_slope_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # y is erfcx(x), not a free argument: only x's tangent counts
+    (x, y), (g, _) = primals, tangents
+    t = x.dtype.type
+    d = _erfcx_slope(x, y)
+    cut = _erfcx_slope_cut(x)
+    far = x >= cut
+    xf = jnp.where(far, x, cut)
+    c1, c2, c3 = _erfcx_cf(xf)
+    near = t(2) * jnp.where(far, t(0), y) + t(2) * jnp.where(far, t(0), x) * jnp.where(far, t(0), d)
+    return d, g * jnp.where(far, t(2 / np.sqrt(np.pi)) / (c1 * c2 * c3), near)
 
 
 def erfcx(x: Any) -> Any:
@@ -958,11 +1217,17 @@ def erfcx(x: Any) -> Any:
 
     ``exp(x**2) erfc(x)`` for ``|x| < 2``, erfc's continued fraction beyond
     (no overflow or underflow), ``2 exp(x**2) - erfcx(-x)`` for negative ``x``.
-    Its derivative is ``2 x erfcx(x) - 2/sqrt(pi)``. Complex ``x`` gives ``wofz(i x)``.
+    Its derivative is ``2 x erfcx(x) - 2/sqrt(pi)``, from ``x = 1`` (float64: 2) on (where that
+    subtraction cancels) ``-1 / (sqrt(pi) c1 c2)`` from the continued fraction's
+    last levels (-0 at ``inf``), and likewise its second derivative. Half
+    precision is computed in float32 and rounded (jax 0.12). Complex ``x`` gives
+    ``wofz(i x)``.
     """
     (x,) = _inexact("erfcx", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         return _wofz(1j * x)  # erfcx(z) = w(i z)
+    if dtypes.finfo(x.dtype).bits < 32:  # half precision through float32, as jax 0.12 (0.10/0.11: in place)
+        return _erfcx(x.astype(np.float32)).astype(x.dtype)
     return _erfcx(x)
 
 
@@ -970,58 +1235,69 @@ _EXPN_TERMS = 100
 
 
 def _expn_cf(n: Any, x: Any) -> Any:
-    """``E_n(x)`` for ``x > 1`` from its continued fraction (modified Lentz, a fixed number of steps)."""
+    """``E_n(x)`` for ``x > 1`` from its continued fraction ``e^-x / (x + n - 1 n / (x + n + 2 - 2 (n + 1) / ...))``.
+
+    Evaluated from its tail backwards (a fixed depth: 100 levels in float64, enough from ``x = 1``; 40 in
+    float32), which rounds once per level instead of compounding a forward recurrence's products: about one
+    ulp against SciPy for small ``n`` (the forward Lentz iteration drifted to 6-40 ulp).
+    """
     t = x.dtype.type
-    tiny = t(_tiny(x.dtype))
+    depth = 100 if x.dtype == np.float64 else 40
+    base = x + n
 
-    def guard(v: Any) -> Any:
-        return jnp.where(jnp.abs(v) < tiny, tiny, v)
+    def body(i: Any, f: Any) -> Any:
+        k = t(depth) - t(1) * i
+        return (base + t(2) * (k - t(1))) + (-k * (n - t(1) + k)) / f
 
-    b0 = x + n
-
-    def body(i: Any, s: Any) -> Any:
-        b, c, d, h = s
-        k = t(1) * i
-        an = -k * (n - t(1) + k)
-        b = b + t(2)
-        d = t(1) / guard(an * d + b)
-        c = guard(b + an / c)
-        return b, c, d, h * (c * d)
-
-    d0 = t(1) / b0
-    h = lax.fori_loop(1, _EXPN_TERMS, body, (b0, jnp.full_like(x, t(1) / tiny), d0, d0))[3]
-    return h * lax.exp(-x)
+    f = lax.fori_loop(0, depth, body, base + t(2 * depth))
+    return lax.exp(-x) / f
 
 
 def _expn_series(n: Any, x: Any) -> Any:
-    """``E_n(x)`` for ``0 < x <= 1`` from its power series (the ``k = n - 1`` term carries ``digamma(n)``)."""
+    """``E_n(x)`` for ``0 < x <= 1`` from its power series (the ``k = n - 1`` term carries ``digamma(n)``).
+
+    ``n`` is an integer, so ``digamma(n) = -euler_gamma + H_(n-1)``, the harmonic sum carried along the loop
+    (XLA's float32 ``digamma(2)`` is 7 ulp off, which reached ``E_2(1)``).
+    """
     t = x.dtype.type
     lx = lax.log(x)
     n1 = n - t(1)
     first = jnp.where(n1 != t(0), t(1) / jnp.where(n1 != t(0), n1, t(1)), -lx - t(np.euler_gamma))
 
     def body(i: Any, s: Any) -> Any:
-        fact, ans = s
+        fact, harmonic, ans = s
         k = t(1) * i
         fact = fact * -x / k
+        harmonic = harmonic + t(1) / k
         regular = -fact / jnp.where(k == n1, t(1), k - n1)
-        special_term = fact * (-lx + lax.digamma(n))
-        return fact, ans + jnp.where(k == n1, special_term, regular)
+        special_term = fact * (-lx - t(np.euler_gamma) + harmonic)
+        return fact, harmonic, ans + jnp.where(k == n1, special_term, regular)
 
-    return lax.fori_loop(1, 30, body, (jnp.ones_like(x), first))[1]
+    return lax.fori_loop(1, 30, body, (jnp.ones_like(x), jnp.zeros_like(x), first))[2]
+
+
+def _expn_invalid(n: Any, x: Any) -> Any:
+    """Where ``E_n(x)`` is undefined: a negative, infinite or NaN order (already truncated), ``x < 0`` or NaN."""
+    t = x.dtype.type
+    return (n < t(0)) | (x < t(0)) | jnp.isnan(n) | jnp.isnan(x) | jnp.isinf(n)
 
 
 def _expn_impl(n: Any, x: Any) -> Any:
+    # ``n`` arrives truncated to an integer (SciPy's and jax 0.12's reading of a fractional order)
     t = x.dtype.type
+    maxlog = t(np.log(np.finfo(x.dtype).max))
     big = x > t(1)
     xs = jnp.where(big, t(0.5), jnp.where(x > t(0), x, t(0.5)))
-    xl = jnp.where(big, x, t(2))
-    ns = jnp.where(n >= t(0), n, t(1))
+    xl = jnp.where(big & (x <= maxlog), x, t(2))
+    ns = jnp.where((n >= t(0)) & jnp.isfinite(n), n, t(1))
     val = jnp.where(big, _expn_cf(ns, xl), _expn_series(ns, xs))
-    val = jnp.where(n == t(0), lax.exp(-x) / x, val)
+    x0 = jnp.where(x > t(0), x, t(1))
+    val = jnp.where(n == t(0), lax.exp(-x0) / x0, val)
+    # beyond log(max) e^-x underflows: E_n(x) < e^-x / x is 0 (at +inf too), as in jax 0.12 (jax 0.10/0.11: NaN at inf)
+    val = jnp.where(x > maxlog, t(0), val)
     at_zero = jnp.where(n < t(2), t(np.inf), t(1) / jnp.where(n < t(2), t(1), n - t(1)))
     val = jnp.where(x == t(0), at_zero, val)
-    return jnp.where((n < t(0)) | (x < t(0)) | jnp.isnan(x) | jnp.isinf(x), t(np.nan), val)
+    return jnp.where(_expn_invalid(n, x), t(np.nan), val)
 
 
 @custom_jvp
@@ -1031,26 +1307,37 @@ def _expn(n: Any, x: Any) -> Any:
 
 @_expn.defjvp
 def _expn_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # dE_n/dx = -E_{n-1}(x) for n >= 1; E_0(x) = e^-x / x has the derivative -(x + 1) e^-x / x**2 (jax 0.12's
+    # rule; jax 0.10/0.11 asked for E_{-1} there and gave NaN)
     (n, x), (_, tx) = primals, tangents
-    return _expn(n, x), -tx * _expn(n - n.dtype.type(1), x)
+    t = x.dtype.type
+    maxlog = t(np.log(np.finfo(x.dtype).max))
+    xs = jnp.where((x > t(0)) & (x <= maxlog), x, t(1))
+    d0 = jnp.where(x == t(0), t(-np.inf), jnp.where(x > maxlog, t(0), -(xs + t(1)) * lax.exp(-xs) / (xs * xs)))
+    d = jnp.where(n == t(0), d0, -_expn(jnp.where(n >= t(1), n - t(1), t(0)), x))
+    d = jnp.where(_expn_invalid(n, x), t(np.nan), d)
+    return _expn(n, x), tx * d
 
 
 def expn(n: Any, x: Any) -> Any:
     """The generalized exponential integral ``E_n(x) = int_1^inf exp(-x t) / t**n dt`` (integer ``n >= 0``).
 
     A power series for ``x <= 1``, a continued fraction above; ``dE_n/dx =
-    -E_{n-1}``.
+    -E_{n-1}`` (``-(x + 1) exp(-x) / x**2`` for ``n = 0``). A fractional ``n``
+    is truncated to an integer, as SciPy and jax 0.12 do; ``E_n(x)`` is 0
+    beyond ``log`` of the dtype's largest float (and at ``inf``); negative,
+    infinite or NaN ``n``, negative or NaN ``x`` give NaN.
     """
     n, x = _inexact("expn", n, x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         raise ValueError("expn does not support complex-valued inputs.")
     # the series and continued fraction carry values of the result's shape through their loops
     n, x = jnp.broadcast_arrays(n, x)
-    return _expn(n, x)
+    return _expn(lax.floor(n), x)
 
 
 def exp1(x: Any) -> Any:
-    """The exponential integral ``E_1(x)`` (``expn(1, x)``; NaN for negative ``x``)."""
+    """The exponential integral ``E_1(x)`` (``expn(1, x)``; NaN for negative ``x``, 0 at ``inf``)."""
     (x,) = _inexact("exp1", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         raise ValueError("exp1 does not support complex-valued inputs.")
@@ -1085,9 +1372,11 @@ def _expi_pos(x: Any) -> Any:
 def _expi(x: Any) -> Any:
     t = x.dtype.type
     pos = _expi_pos(jnp.where(x > t(0), x, t(1)))
-    neg = -_expn(jnp.ones_like(x), jnp.where(x < t(0), -x, t(1)))
+    neg = -_expn(jnp.ones_like(x), jnp.where(x < t(0), -x, t(1)))  # -0 at -inf
     out = jnp.where(x > t(0), pos, neg)
-    return jnp.where((x == t(0)) | jnp.isinf(x) | jnp.isnan(x), t(np.nan), out)
+    # Ei(0) = -inf, the log's limit (jax 0.12, SciPy; jax 0.10/0.11: NaN); Ei(+inf) stays NaN as in every jax
+    out = jnp.where(x == t(0), t(-np.inf), out)
+    return jnp.where((x == t(np.inf)) | jnp.isnan(x), t(np.nan), out)
 
 
 @_expi.defjvp
@@ -1097,7 +1386,11 @@ def _expi_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 
 def expi(x: Any) -> Any:
-    """The exponential integral ``Ei(x)``; ``-E_1(-x)`` for negative ``x``; derivative ``exp(x)/x``."""
+    """The exponential integral ``Ei(x)``; ``-E_1(-x)`` for negative ``x``; derivative ``exp(x)/x``.
+
+    ``Ei(0)`` is ``-inf`` and ``Ei(-inf)`` is ``-0`` (SciPy's and jax 0.12's values); ``Ei(inf)`` is NaN,
+    as in every jax.
+    """
     (x,) = _inexact("expi", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         raise ValueError("expi does not support complex-valued inputs.")
