@@ -1416,3 +1416,12 @@ def test_ffi_call_refuses_a_token_result():
 def test_psum_scatter_start_returns_a_future_outside_jit_too():
     g = ftrans.vmap(lambda a: flax.psum_scatter_start(a, "b", tiled=True).done(), axis_name="b")
     np.testing.assert_array_equal(np.asarray(g(np.ones((2, 4), np.float32))), np.full((2, 2), 2, np.float32))
+
+
+def test_eager_maximum_of_signed_zeros_takes_numpys_choice():
+    """docs/differences.md (Arrays): eagerly NumPy's tie rule picks the zero; under jit XLA's order, as JAX."""
+    a, b = np.array([0.0, -0.0], np.float32), np.array([-0.0, 0.0], np.float32)
+    assert list(np.signbit(np.asarray(fnp.maximum(a, b)))) == [True, False]  # the second operand
+    assert list(np.signbit(np.asarray(ftrans.jit(fnp.maximum)(a, b)))) == [False, False]
+    assert list(np.signbit(np.asarray(jax.jit(jnp.maximum)(a, b)))) == [False, False]
+    assert list(np.signbit(np.asarray(ftrans.jit(fnp.minimum)(a, b)))) == [True, True]
