@@ -58,8 +58,10 @@ CASES = {
     "switch_pytree_operand_grad": lambda jx, np_: jx.grad(
         lambda w: jx.lax.switch(1, [lambda a: a["u"] * 2, lambda a: a["u"] * a["v"]],
                                 {"u": w, "v": 3.}))(2.),
+    # (jax's own oracle raised "safe_zip() ... lengths 0 and 1" in its switch transpose once in a full run,
+    # and always under jax 0.11 at one time: fresh branch functions, and a retry below on clean caches)
     "switch_vmap_grad_clamped_index": lambda jx, np_: jx.vmap(jx.grad(
-        lambda w, i: jx.lax.switch(i, [np_.sin, np_.cos], w)))(
+        lambda w, i: jx.lax.switch(i, [lambda a: np_.sin(a), lambda a: np_.cos(a)], w)))(
         np_.arange(3.), np_.array([0, 1, 5])),
     "cond_int_output_jvp": lambda jx, np_: jx.jvp(
         lambda w: jx.lax.cond(w > 0, lambda: (w * 2, 1), lambda: (w, 2)), (1.,), (1.,)),
@@ -154,14 +156,17 @@ def _leaves(tree, tu):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_control_flow_transforms_match_jax(name):
-    if name == "switch_vmap_grad_clamped_index" and jax.__version_info__ >= (0, 11):
-        pytest.skip("jax 0.11 itself raises here (safe_zip lengths 0 and 1 inside its switch transpose); "
-                    "the oracle is jax 0.10")
     case = CASES[name]
     got = _leaves(case(ftrans, fjnp), jax.tree_util)
     # The oracle runs as one jitted program (jax's results, dtypes and weak types are those of its
     # eager mode here); eager jax would compile every primitive it binds on its own.
-    want = _leaves(jax.jit(lambda: case(jax, jjnp))(), jax.tree_util)
+    try:
+        want = _leaves(jax.jit(lambda: case(jax, jjnp))(), jax.tree_util)
+    except ValueError as e:  # jax's own switch transpose, in a state some earlier test leaves (seen once)
+        if "safe_zip" not in str(e):
+            raise
+        jax.clear_caches()
+        want = _leaves(jax.jit(lambda: case(jax, jjnp))(), jax.tree_util)
     assert len(got) == len(want)
     for (g, gd, gw), (w, wd, ww) in zip(got, want):
         assert gd == wd and gw == ww, (gd, gw, wd, ww)
