@@ -180,7 +180,7 @@ class ShardingTypeError(JAXTypeError):
 
 
 class ForbiddenCollectiveError(Exception):
-    """JAX's ``ForbiddenCollectiveError`` (jax 0.12, ``jax._src.core``): inside
+    """JAX's ``ForbiddenCollectiveError`` (jax 0.12, defined in its core module): inside
     ``sharding.no_collectives(axes)``, an operation whose sharding types would need a collective across
     one of ``axes`` (a reduction or reshard that drops the axis without marking the result unreduced, or a
     reshard that moves the axis to another dimension)."""
