@@ -519,6 +519,15 @@ def _shift_impl(kind: str):
             return _narrow_shift(kind, x, y)
         bits = x.dtype.itemsize * 8
         udt = np.dtype(f"u{x.dtype.itemsize}")
+        if y.ndim == 0 and 0 <= (s := int(y)) < bits:
+            # One amount within range (``frexp``'s field extraction): the branch the masks below take
+            # everywhere, without them.
+            if kind == "left":
+                return (x.view(udt) << udt.type(s)).view(x.dtype)
+            if kind == "logical":
+                return (x.view(udt) >> udt.type(s)).view(x.dtype)
+            sdt = np.dtype(f"i{x.dtype.itemsize}")
+            return (x.view(sdt) >> sdt.type(s)).view(x.dtype)
         ys = y.astype(udt)
         big = ys >= bits
         s = np.where(big, 0, ys).astype(udt)

@@ -18,6 +18,7 @@ from ftrans.core.prims._base import (
     normalize_axes,
     prim_type_error,
     prim_value_error,
+    quiet,
     standard_primitive,
 )
 from ftrans.errors import FtransValueError
@@ -84,25 +85,26 @@ def _pairwise(x: np.ndarray, axis: int) -> np.ndarray:
     return v[0]
 
 
+@quiet
 def sum_impl(x, *, axes):
     axes = tuple(sorted(axes))
     acc = SUM_ACCUMULATOR.get(x.dtype)
-    with np.errstate(all="ignore"):
-        if acc is not None:
-            k, nd = len(axes), x.ndim
-            trailing = axes == tuple(range(nd - k, nd)) and x.flags.c_contiguous
-            if trailing and x.dtype not in _HALF:
-                # Trailing axes of a C-contiguous array: NumPy adds them as one contiguous run,
-                # pairwise, as accurately as XLA and with no copy.
-                acc = None
-            elif not trailing and x.size >= _PAIRWISE_MIN_SIZE and 0 not in x.shape:
-                # A large sum over other axes: a tree of adds in (at least) float32.
-                v = x.astype(np.float32) if x.dtype in _HALF else x
-                for ax in reversed(axes):
-                    v = _pairwise(v, ax)
-                return np.asarray(v).astype(x.dtype, copy=False)
-        out = np.sum(x, axis=axes, dtype=acc or x.dtype)
-        return np.asarray(out).astype(x.dtype, copy=False)
+    if acc is not None:
+        k, nd = len(axes), x.ndim
+        trailing = axes == tuple(range(nd - k, nd)) and x.flags.c_contiguous
+        if trailing and x.dtype not in _HALF:
+            # Trailing axes of a C-contiguous array: NumPy adds them as one contiguous run,
+            # pairwise, as accurately as XLA and with no copy.
+            acc = None
+        elif not trailing and x.size >= _PAIRWISE_MIN_SIZE and 0 not in x.shape:
+            # A large sum over other axes: a tree of adds in (at least) float32.
+            v = x.astype(np.float32) if x.dtype in _HALF else x
+            for ax in reversed(axes):
+                v = _pairwise(v, ax)
+            return np.asarray(v).astype(x.dtype, copy=False)
+    # (``np.add.reduce`` is what ``np.sum`` calls, without its Python wrapper)
+    out = np.add.reduce(x, axis=axes, dtype=acc or x.dtype)
+    return np.asarray(out).astype(x.dtype, copy=False)
 
 
 def _complex_minmax_fold(x, axes, name):

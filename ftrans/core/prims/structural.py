@@ -15,6 +15,7 @@ from ftrans.core.prims._base import (
     normalize_axes,
     prim_type_error,
     prim_value_error,
+    quiet,
     standard_primitive,
 )
 
@@ -31,18 +32,30 @@ def _convert_dtype(x, *, new_dtype, weak_type):
 def _convert_impl(x, *, new_dtype, weak_type):
     if x.dtype == new_dtype:
         return x
-    with np.errstate(all="ignore"):
-        if x.dtype.kind == "c" and new_dtype.kind != "c":
-            x = x.real  # XLA drops the imaginary part (bool included)
-        if new_dtype == dtypes.bool_:
-            return x != 0
-        if dtypes.is_int(new_dtype) and dtypes.is_float(x.dtype):
-            # XLA saturates float->int conversion and maps NaN to 0.
-            info = dtypes.iinfo(new_dtype)
-            xf = np.nan_to_num(x.astype(np.float64), nan=0.0)
-            xf = np.clip(np.trunc(xf), info.min, info.max)
-            return _astype(xf, new_dtype)
-        return _astype(x, new_dtype)
+    if x.dtype.kind in "iub" and new_dtype.kind in "iufc" and new_dtype.itemsize > 2 and type(new_dtype) in _NUMPY_DTYPES:
+        return x.astype(new_dtype)  # (an integer or bool cast to a NumPy number past float16: nothing warns)
+    return _convert_quiet(x, new_dtype)
+
+
+@quiet
+def _convert_quiet(x, new_dtype):
+    if x.dtype.kind == "c" and new_dtype.kind != "c":
+        x = x.real  # XLA drops the imaginary part (bool included)
+    if new_dtype == dtypes.bool_:
+        return x != 0
+    if dtypes.is_int(new_dtype) and dtypes.is_float(x.dtype):
+        # XLA saturates float->int conversion and maps NaN to 0.
+        info = dtypes.iinfo(new_dtype)
+        xf = np.nan_to_num(x.astype(np.float64), nan=0.0)
+        xf = np.clip(np.trunc(xf), info.min, info.max)
+        return _astype(xf, new_dtype)
+    return _astype(x, new_dtype)
+
+
+# NumPy's own dtype classes (ml_dtypes' narrow types are not among them: their casts go through _astype)
+_NUMPY_DTYPES = frozenset(type(np.dtype(c)) for c in (
+    np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
 
 
 def _astype(x, new_dtype):
@@ -293,6 +306,20 @@ def _broadcast_in_dim_shape(x, *, shape, broadcast_dimensions):
 
 
 def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
+    if x.flags.c_contiguous and type(x.dtype) in _NUMPY_DTYPES:
+        # The read-only stride-0 view ``np.broadcast_to`` makes, built directly (its Python costs five
+        # times the constructor's).
+        strides = [0] * len(shape)
+        for i, d in enumerate(broadcast_dimensions):
+            if x.shape[i] != 1:
+                strides[d] = x.strides[i]
+        try:
+            out = np.ndarray(shape, x.dtype, x, 0, tuple(strides))
+        except (TypeError, ValueError):
+            pass
+        else:
+            out.flags.writeable = False
+            return out
     expanded = [1] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
         expanded[d] = x.shape[i]

@@ -1,0 +1,428 @@
+"""Eager library composites replayed from a program cached per signature.
+
+JAX runs its composite NumPy functions (``ldexp``, ``var``, ``nan_to_num``, ...) under ``jit``: one
+compiled program per signature. ftrans's eager path runs each primitive's NumPy rule as the function
+binds it, so a composite pays its own Python on every call: argument checks, dtype promotion,
+broadcasting, ``where``'s conversions, some ten to twenty microseconds per ``jnp`` call it makes
+(``ldexp``: about forty such calls, 0.8 ms against jax's 20 µs).
+
+``replayed`` traces such a function once per signature (each array argument's shape, dtype and weak
+type; every other argument's type and value) into a jaxpr and keeps it as a flat list of steps, each a
+primitive's NumPy rule with its parameters and the slots of its operands and results. A later call with
+the same signature runs those steps on the arguments' NumPy values, with no tracing, no ``bind`` and no
+``Array`` in between. The steps are the rules the op-by-op path runs, with the same operands, so the
+results are bit for bit that path's (``tests/test_eager_programs.py`` compares them); steps whose
+operands are all constants run once, when the program is built.
+
+The replay applies only where the op-by-op path would run the same rules on the host: no transform or
+debug check anywhere (``trace.eager_everywhere``), no ``default_device`` placement, every array
+argument a host ``Array``. Anything else (a tracer, a NumPy or device array, a list, a key) calls the
+function itself. So does a signature whose trace fails (a function that reads values, or the user's
+bad input, whose error the direct call then raises at the user's line), warns (the warning must show
+on every call), or holds an equation with effects, a key or a nested ``jit``. A function whose calls
+keep missing (static values that change on every call) stops being replayed: its trace would cost more
+than the call.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from ftrans.core import array as _array_mod
+from ftrans.core import config as _config_mod
+from ftrans.core import trace as _trace
+from ftrans.core.array import Array
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
+from ftrans.core.prims.calls import CallPrimitive, jit_call_p
+
+__all__ = ["replayed", "clear", "stats"]
+
+MAX_PROGRAMS = 64  # per function; the oldest signature goes first
+_MAX_FOLDED_BYTES = 1 << 16  # a constant step's result kept in the program up to this size
+_GIVE_UP_MISSES = 48  # traces of one function after which, with too few hits, it is called directly
+_UNCACHED = object()  # a signature the function itself answers
+_ndarray = np.ndarray
+_asarray = np.asarray
+_new_array = Array._new
+
+stats = {"builds": 0, "direct": 0}
+_registry: list = []  # every replayed function's state (for ``clear``)
+
+
+def clear() -> None:
+    """Forget every cached program (a config option changed: a trace may now differ)."""
+    for st in _registry:
+        st.programs.clear()
+        st.misses = st.hits = 0
+        st.given_up = False
+
+
+class _State:
+    __slots__ = ("programs", "misses", "hits", "given_up", "__weakref__")
+
+    def __init__(self) -> None:
+        self.programs: dict = {}
+        self.misses = 0
+        self.hits = 0
+        self.given_up = False
+
+
+class _NotReplayable(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------- the signature
+
+
+def _static_key(a: Any) -> Any:
+    """A hashable stand-in for a non-array argument, telling apart what ``==`` does not (``1``/``True``/``1.0``,
+    ``0.0``/``-0.0``), or raise ``_NotReplayable``."""
+    t = type(a)
+    if t is int or t is bool or t is str or a is None:
+        return (t, a)
+    if t is float or t is complex:
+        return (t, repr(a))
+    if isinstance(a, (type, np.dtype)):  # a dtype or scalar type (``jnp.float32``)
+        return (t, a)
+    if isinstance(a, np.generic) and type(a.dtype) in _trace._WIDE_KINDS:
+        return (t, a.tobytes())
+    raise _NotReplayable
+
+
+def _walk(a: Any, key: list, vals: list) -> None:
+    """Append ``a``'s part of the key, and its arrays' values; sequences (``stack([x, y])``) are walked."""
+    t = type(a)
+    if t is Array:
+        v = a._value
+        key.append((v.shape, v.dtype, a.weak_type))
+        vals.append(v)
+    elif t is tuple or t is list:
+        key.append((t, len(a)))
+        for x in a:
+            _walk(x, key, vals)
+    else:
+        key.append(_static_key(a))
+
+
+def _swap(a: Any, it: Any) -> Any:
+    """``a`` with its arrays replaced, in ``_walk``'s order, by the values ``it`` yields."""
+    t = type(a)
+    if t is Array:
+        return next(it)
+    if t is tuple:
+        return tuple([_swap(x, it) for x in a])
+    if t is list:
+        return [_swap(x, it) for x in a]
+    return a
+
+
+def _arrays_in(a: Any, out: list) -> list:
+    t = type(a)
+    if t is Array:
+        out.append(a)
+    elif t is tuple or t is list:
+        for x in a:
+            _arrays_in(x, out)
+    return out
+
+
+def _signature(args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
+    """The cache key of a call and its arrays' values, or None when the call is not replayed."""
+    key: list = [_config_mod.config.enable_x64]
+    vals: list = []
+    try:
+        for a in args:
+            _walk(a, key, vals)
+        if kwargs:
+            for k, a in kwargs.items():
+                key.append(k)
+                _walk(a, key, vals)
+    except _NotReplayable:
+        return None
+    return tuple(key), vals
+
+
+# ---------------------------------------------------------------------------- the program
+
+
+class _Program:
+    """A traced composite as one generated Python function of the arguments' NumPy values: a straight line of
+    rule calls over local variables (``_compile``), which costs a fraction of interpreting the steps."""
+
+    __slots__ = ("run_values", "outs", "out_kind", "out_tree", "steps", "template", "in_slots")
+
+    def run(self, vals: list) -> Any:
+        try:
+            got = self.run_values(*vals)
+        except RuntimeWarning:  # a user's warnings filter made NumPy's warning an error: as the eager path does
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
+                got = self.run_values(*vals)
+        kind = self.out_kind
+        if kind == 1:
+            v = got
+            weak, copy = self.outs[0]
+            return _new_array(v.copy() if copy else v, weak)
+        res = [_new_array(v.copy() if copy else v, weak) for v, (weak, copy) in zip(got, self.outs)]
+        if kind == 2:
+            return tuple(res)
+        return _trace_unflatten(self.out_tree, res)
+
+
+def _run_steps(steps: list, env: list) -> None:
+    for rule, params, ins, out, multi in steps:
+        r = rule(*[env[i] for i in ins], **params) if params else rule(*[env[i] for i in ins])
+        if multi:
+            for o, x in zip(out, r):
+                env[o] = x if type(x) is _ndarray else _asarray(x)
+        else:
+            env[out] = r if type(r) is _ndarray else _asarray(r)
+
+
+def _compile(template: list, known: set, in_slots: list, steps: list, out_slots: list) -> Callable:
+    """The steps as the source of one function (slot ``i`` is local ``v{i}``; constants are globals)."""
+    g: dict = {"_nd": _ndarray, "_as": _asarray}
+    lines = [f"def program({', '.join(f'v{s}' for s in in_slots)}):"]
+    for s in known:
+        g[f"v{s}"] = template[s]
+    for n, (rule, params, ins, out, multi) in enumerate(steps):
+        g[f"r{n}"] = rule
+        call = f"r{n}({', '.join(f'v{i}' for i in ins)}"
+        if params:
+            g[f"p{n}"] = params
+            call += f"{', ' if ins else ''}**p{n}"
+        call += ")"
+        if multi:
+            lines.append(f"    t = {call}")
+            for k, o in enumerate(out):
+                lines.append(f"    v{o} = t[{k}]")
+                lines.append(f"    if type(v{o}) is not _nd: v{o} = _as(v{o})")
+        else:
+            lines.append(f"    v{out} = {call}")
+            lines.append(f"    if type(v{out}) is not _nd: v{out} = _as(v{out})")
+    if len(out_slots) == 1:
+        lines.append(f"    return v{out_slots[0]}")
+    else:
+        lines.append(f"    return ({''.join(f'v{s}, ' for s in out_slots)})")
+    exec(compile("\n".join(lines), "<ftrans eager program>", "exec"), g)  # noqa: S102  (our own generated source)
+    return g["program"]
+
+
+def _trace_unflatten(tree: Any, leaves: list) -> Any:
+    from ftrans import tree_util
+
+    return tree_util.tree_unflatten(tree, leaves)
+
+
+def _bound(prim: Any, weaks: tuple, params: dict) -> Callable:
+    """A step through ``bind`` for a primitive whose rule is more than a NumPy function of its operands
+    (control flow, a call the replay does not inline): its operands as ``Array`` values, as eagerly."""
+    def step(*vals: Any) -> Any:
+        out = prim.bind(*[_new_array(v, w) for v, w in zip(vals, weaks)], **params)
+        if prim.multiple_results:
+            return [o._value for o in out]
+        return out._value
+
+    return step
+
+
+def _direct_rule(prim: Any, in_avals: list) -> Callable | None:
+    """The NumPy rule ``trace._host_apply`` would call for these operand types, or None for ``bind``."""
+    impl = prim.impl
+    if impl is None or prim.higher_order:
+        return None
+    if impl is prim._narrow_impl and in_avals and type(in_avals[0].dtype) in _trace._WIDE_KINDS:
+        impl = prim._wide_impl
+    return impl
+
+
+def _plain_aval(aval: Any) -> bool:
+    return type(getattr(aval, "dtype", None)) in _trace._WIDE_KINDS or isinstance(getattr(aval, "dtype", None),
+                                                                                    np.dtype)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.template: list = []
+        self.known: set = set()  # slots holding constants
+        self.steps: list = []
+
+    def slot(self, value: Any = None, known: bool = False) -> int:
+        self.template.append(value)
+        if known:
+            self.known.add(len(self.template) - 1)
+        return len(self.template) - 1
+
+    def atom(self, env: dict, a: Any) -> int:
+        if type(a) is Literal:
+            return self.slot(_asarray(a.val, dtype=a.aval.dtype) if _plain_aval(a.aval) else _asarray(a.val), True)
+        return env[a]
+
+    def add(self, jaxpr: Jaxpr, env: dict) -> None:
+        for eqn in jaxpr.eqns:
+            prim = eqn.primitive
+            if prim is jit_call_p or eqn.effects:
+                raise _NotReplayable  # a nested jit runs compiled when called eagerly; effects must run in order
+            for v in (*eqn.invars, *eqn.outvars):
+                if not _plain_aval(v.aval):
+                    raise _NotReplayable  # keys, tokens, refs
+            ins = [self.atom(env, a) for a in eqn.invars]
+            if isinstance(prim, CallPrimitive) and prim.map_params is None:
+                body = eqn.params.get(prim.body_param)
+                if isinstance(body, (ClosedJaxpr, Jaxpr)):
+                    inner = body.jaxpr if type(body) is ClosedJaxpr else body
+                    consts = body.consts if type(body) is ClosedJaxpr else []
+                    if len(inner.invars) == len(ins) and len(inner.outvars) == len(eqn.outvars):
+                        sub: dict = {}
+                        for cv, c in zip(inner.constvars, consts):
+                            sub[cv] = self.slot(_const_value(c), True)
+                        for iv, s in zip(inner.invars, ins):
+                            sub[iv] = s
+                        self.add(inner, sub)
+                        for ov, iv in zip(eqn.outvars, inner.outvars):
+                            env[ov] = self.atom(sub, iv)
+                        continue
+            in_avals = [a.aval for a in eqn.invars]
+            rule = _direct_rule(prim, in_avals)
+            params = eqn.params
+            if rule is None:
+                rule = _bound(prim, tuple(bool(getattr(a, "weak_type", False)) for a in in_avals), params)
+                params = {}
+            multi = prim.multiple_results
+            outs = [self.slot() for _ in eqn.outvars]
+            for ov, s in zip(eqn.outvars, outs):
+                env[ov] = s
+            step = (rule, params, tuple(ins), tuple(outs) if multi else outs[0], multi)
+            if all(i in self.known for i in ins) and self._fold(step, eqn.outvars):
+                continue
+            self.steps.append(step)
+
+    def _fold(self, step: tuple, outvars: list) -> bool:
+        """Run a step of constants now, keeping its (small) results in the program."""
+        if sum(int(np.prod(v.aval.shape)) * v.aval.dtype.itemsize for v in outvars) > _MAX_FOLDED_BYTES:
+            return False
+        scratch = list(self.template)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            _run_steps([step], scratch)
+        for s in (step[3] if step[4] else (step[3],)):
+            v = scratch[s]
+            v.flags.writeable = False  # shared by every call of the program
+            self.template[s] = v
+            self.known.add(s)
+        return True
+
+
+def _const_value(c: Any) -> np.ndarray:
+    v = c._value if isinstance(c, Array) else _asarray(c)
+    if type(v) is not _ndarray:
+        raise _NotReplayable
+    return v
+
+
+def _build(fn: Callable, args: tuple, kwargs: dict, key: tuple) -> Any:
+    """Trace ``fn`` at this call's signature into a ``_Program`` (``_UNCACHED`` if it cannot be replayed)."""
+    from ftrans import tree_util
+    from ftrans.core.avals import ShapedArray
+
+    arrays = _arrays_in(args, [])
+    if kwargs:
+        _arrays_in(list(kwargs.values()), arrays)
+    avals = [ShapedArray(a._value.shape, a._value.dtype, a.weak_type) for a in arrays]
+    box: list = []
+
+    def flat(*tracers: Any) -> list:
+        it = iter(tracers)
+        a = _swap(args, it)
+        k = {name: _swap(v, it) for name, v in kwargs.items()}
+        leaves, tree = tree_util.tree_flatten(fn(*a, **k))
+        if not all(isinstance(x, (_trace.Tracer, Array)) for x in leaves):
+            raise _NotReplayable  # a Python value among the results
+        box.append(tree)
+        return leaves
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            closed, _ = _trace.stage(flat, avals)
+        if caught:
+            return _UNCACHED  # the direct call warns, on every call
+        jaxpr = closed.jaxpr
+        b = _Builder()
+        env: dict = {}
+        for cv, c in zip(jaxpr.constvars, closed.consts):
+            env[cv] = b.slot(_const_value(c), True)
+        in_slots = []
+        for iv in jaxpr.invars:
+            env[iv] = s = b.slot()
+            in_slots.append(s)
+        b.add(jaxpr, env)
+        outs, out_slots = [], []
+        for ov in jaxpr.outvars:
+            if not _plain_aval(ov.aval):
+                return _UNCACHED
+            s = b.atom(env, ov)
+            out_slots.append(s)
+            outs.append((bool(ov.aval.weak_type), s in b.known or s in in_slots))
+        run_values = _compile(b.template, b.known, in_slots, b.steps, out_slots)
+    except Exception:  # noqa: BLE001  (value-dependent code, bad input: the direct call answers, or raises)
+        return _UNCACHED
+    prog = _Program()
+    prog.run_values, prog.outs, prog.out_tree = run_values, outs, box[0]
+    prog.steps, prog.template, prog.in_slots = b.steps, b.template, in_slots  # (for inspection)
+    tree = box[0]
+    if tree.num_leaves == 1 and tree_util.treedef_is_leaf(tree):
+        prog.out_kind = 1
+    elif tree == tree_util.tree_structure((0,) * tree.num_leaves):
+        prog.out_kind = 2
+    else:
+        prog.out_kind = 3
+    stats["builds"] += 1
+    return prog
+
+
+# ---------------------------------------------------------------------------- the decorator
+
+
+def replayed(fn: Callable) -> Callable:
+    """``fn``, a pure library composite of arrays and static values, replayed from a cached program when
+    called eagerly on host arrays (see the module's docstring)."""
+    st = _State()
+    _registry.append(st)
+    programs = st.programs
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not _trace.eager_everywhere or _array_mod.placing or st.given_up:
+            return fn(*args, **kwargs)
+        sig = _signature(args, kwargs)
+        if sig is None:
+            return fn(*args, **kwargs)
+        key, vals = sig
+        prog = programs.get(key)
+        if prog is None:
+            st.misses += 1
+            if st.misses > _GIVE_UP_MISSES and st.hits < 4 * st.misses:
+                st.given_up = True
+                programs.clear()
+                return fn(*args, **kwargs)
+            prog = _build(fn, args, kwargs, key)
+            if len(programs) >= MAX_PROGRAMS:
+                programs.pop(next(iter(programs)), None)
+            programs[key] = prog
+        else:
+            st.hits += 1
+        if prog is _UNCACHED:
+            stats["direct"] += 1
+            return fn(*args, **kwargs)
+        return prog.run(vals)
+
+    wrapper.__wrapped_replay__ = fn  # type: ignore[attr-defined]  # (tests compare with the direct call)
+    return wrapper
+
+
+_config_mod.config._listeners.append(lambda name, value: clear())
