@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from ftrans.core.array import Array
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.prims.calls import CallPrimitive, jit_call_p
 
-__all__ = ["replayed", "clear", "stats"]
+__all__ = ["replayed", "install", "one_array_argument", "clear", "stats"]
 
 MAX_PROGRAMS = 64  # per function; the oldest signature goes first
 _MAX_FOLDED_BYTES = 1 << 16  # a constant step's result kept in the program up to this size
@@ -388,16 +389,18 @@ def _build(fn: Callable, args: tuple, kwargs: dict, key: tuple) -> Any:
 # ---------------------------------------------------------------------------- the decorator
 
 
-def replayed(fn: Callable) -> Callable:
+def replayed(fn: Callable, direct_when: Callable[[tuple, dict], bool] | None = None) -> Callable:
     """``fn``, a pure library composite of arrays and static values, replayed from a cached program when
-    called eagerly on host arrays (see the module's docstring)."""
+    called eagerly on host arrays (see the module's docstring). ``direct_when(args, kwargs)``: calls that
+    ``fn`` answers faster itself (an eager fast path of its own, such as ``sum(x)``'s)."""
     st = _State()
     _registry.append(st)
     programs = st.programs
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not _trace.eager_everywhere or _array_mod.placing or st.given_up:
+        if not _trace.eager_everywhere or _array_mod.placing or st.given_up or (
+                direct_when is not None and direct_when(args, kwargs)):
             return fn(*args, **kwargs)
         sig = _signature(args, kwargs)
         if sig is None:
@@ -419,10 +422,30 @@ def replayed(fn: Callable) -> Callable:
         if prog is _UNCACHED:
             stats["direct"] += 1
             return fn(*args, **kwargs)
-        return prog.run(vals)
+        try:
+            return prog.run(vals)
+        except Exception:  # noqa: BLE001  a rule's error: the function itself raises it, as it would have
+            return fn(*args, **kwargs)
 
     wrapper.__wrapped_replay__ = fn  # type: ignore[attr-defined]  # (tests compare with the direct call)
     return wrapper
+
+
+def one_array_argument(args: tuple, kwargs: dict) -> bool:
+    """``direct_when`` of the reductions whose one-argument call has an eager fast path (``sum(x)``)."""
+    return not kwargs and len(args) == 1
+
+
+def install(namespace: dict, names: Any, direct_when: Callable[[tuple, dict], bool] | None = None) -> None:
+    """Replace each of ``names`` in ``namespace`` (a module's globals) by its replayed form."""
+    module = namespace.get("__name__")
+    for name in names:
+        fn = namespace[name]
+        if getattr(fn, "__wrapped_replay__", None) is None:
+            wrapper = replayed(fn, direct_when)
+            if module is not None:  # pickled by reference, found again here (not as the plain function)
+                wrapper.__module__, wrapper.__qualname__ = module, name
+            namespace[name] = wrapper
 
 
 _config_mod.config._listeners.append(lambda name, value: clear())

@@ -138,3 +138,35 @@ def _own_names() -> None:
 
 
 _own_names()
+
+
+# Composites that an eager call runs faster from a program traced once per signature than op by op
+# (``core/eager_programs.py``; ``benchmarks/eager_composites.py`` measures them against jax). Left out:
+# one-primitive functions with fast paths of their own (``sin``, ``add``, ...), and functions whose
+# result's shape depends on values (``nonzero``, ``unique``, ...), which cannot be traced.
+_REPLAYED = (
+    "all", "allclose", "angle", "any", "append", "arctan2", "argmin", "argsort", "around", "array_equal",
+    "array_equiv", "atan2", "atleast_2d", "atleast_3d", "average", "bitwise_count", "bitwise_invert",
+    "bitwise_left_shift", "bitwise_not", "bitwise_right_shift", "clip", "column_stack", "concat", "concatenate",
+    "copysign", "corrcoef", "correlate", "count_nonzero", "cov", "cumprod", "cumsum", "cumulative_prod",
+    "degrees", "diag", "diag_indices_from", "diagflat", "diagonal", "diff", "digitize", "divmod", "dstack",
+    "ediff1d", "einsum", "empty_like", "fliplr", "flipud", "float_power", "floor_divide", "fmax", "fmin", "fmod",
+    "frexp", "full_like", "gcd", "geomspace", "gradient", "heaviside", "histogram", "histogram2d",
+    "histogram_bin_edges", "histogramdd", "hstack", "hypot", "i0", "imag", "interp", "invert", "iscomplex",
+    "isclose", "isin", "isinf", "isreal", "kron", "lcm", "ldexp", "left_shift", "lexsort", "linspace", "log2",
+    "logical_not", "logspace", "matmul", "matrix_transpose", "matvec", "median", "mod", "modf", "nan_to_num",
+    "nanargmax", "nanargmin", "nancumprod", "nancumsum", "nanmax", "nanmean", "nanmedian", "nanmin",
+    "nanpercentile", "nanprod", "nanquantile", "nanstd", "nansum", "nanvar", "nextafter", "ones_like", "outer",
+    "packbits", "percentile", "poly", "polyadd", "polyder", "polydiv", "polyint", "polymul", "polysub", "polyval",
+    "pow", "power", "prod", "quantile", "rad2deg", "radians", "ravel", "remainder", "right_shift", "rot90",
+    "searchsorted", "select", "signbit", "sinc", "sort_complex", "spacing", "stack", "std", "tensordot", "trace",
+    "trapezoid", "tril", "tril_indices_from", "triu", "triu_indices_from", "trunc", "unravel_index",
+    "unstack", "unwrap", "vander", "var", "vdot", "vecdot", "vecmat", "vstack", "where", "zeros_like",
+)
+# Reductions whose one-argument call (``sum(x)``) has a faster eager path of its own.
+_REPLAYED_BUT_ONE_ARGUMENT = ("sum", "mean", "max", "min", "amax", "amin", "argmax", "ptp")
+
+from ftrans.core import eager_programs as _eager_programs  # noqa: E402
+
+_eager_programs.install(globals(), _REPLAYED)
+_eager_programs.install(globals(), _REPLAYED_BUT_ONE_ARGUMENT, direct_when=_eager_programs.one_array_argument)

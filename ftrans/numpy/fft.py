@@ -266,3 +266,13 @@ def fftshift(x: Any, axes: Any = None) -> Any:
 def ifftshift(x: Any, axes: Any = None) -> Any:
     """Inverse of ``fftshift``."""
     return _shift("ifftshift", x, axes, -1)
+
+
+# Eager calls run from a program traced once per signature (``core/eager_programs.py``): the argument
+# handling around each transform costs more than the transform at small sizes.
+from ftrans.core import eager_programs as _eager_programs  # noqa: E402
+
+_eager_programs.install(globals(), (
+    "fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn",
+    "irfftn", "fftshift", "ifftshift",
+))

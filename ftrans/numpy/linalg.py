@@ -688,3 +688,14 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     else:
         raise FtransValueError(f"norm: invalid ord {ord!r} for a matrix norm")
     return out if keepdims else jnp.squeeze(out, axis=axes)
+
+
+# Eager calls run from a program traced once per signature (``core/eager_programs.py``): each of these is
+# several primitives and argument checks, which op by op cost two to five times the program's time.
+from ftrans.core import eager_programs as _eager_programs  # noqa: E402
+
+_eager_programs.install(globals(), (
+    "cholesky", "cond", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq", "matmul",
+    "matrix_norm", "matrix_rank", "matrix_transpose", "norm", "outer", "pinv", "qr", "slogdet", "solve", "svd",
+    "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
+))

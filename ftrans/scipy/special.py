@@ -2075,3 +2075,15 @@ def wofz(z: Any) -> Any:
     z = jnp.asarray(z)
     cdt = np.complex128 if z.dtype in (np.float64, np.complex128) else np.complex64
     return _wofz(z.astype(cdt))
+
+
+# Eager calls run from a program traced once per signature (``core/eager_programs.py``): these are tens to
+# hundreds of primitives each, which op by op cost five to twenty-five times the program's time.
+from ftrans.core import eager_programs as _eager_programs  # noqa: E402
+
+_eager_programs.install(globals(), (
+    "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "entr", "erfcinv", "erfcx", "exp1", "expi",
+    "expn", "factorial", "fresnel", "gamma", "gammainc", "gammaincc", "gammasgn", "hyp1f1", "i0", "i1", "kl_div",
+    "log_ndtr", "log_softmax", "loggamma", "logsumexp", "ndtr", "ndtri", "owens_t", "polygamma", "rel_entr",
+    "sici", "softmax", "spence", "wofz", "zeta",
+))

@@ -43,3 +43,17 @@ __all__ = [
     "multivariate_normal", "nbinom", "norm", "pareto", "poisson", "rankdata", "sem", "t", "truncnorm",
     "uniform", "vonmises", "wrapcauchy",
 ]
+
+
+def _replay_distributions() -> None:
+    """Each distribution's functions run eagerly from a program traced once per signature
+    (``core/eager_programs.py``): op by op, their promotion and broadcasting cost five to twenty times that."""
+    from ftrans.core import eager_programs
+
+    for mod in (bernoulli, beta, betabinom, binom, cauchy, chi2, dirichlet, expon, gamma, gennorm, geom, gumbel_l,
+                gumbel_r, laplace, logistic, multinomial, multivariate_normal, nbinom, norm, pareto, poisson, t,
+                truncnorm, uniform, vonmises, wrapcauchy):
+        eager_programs.install(vars(mod), [n for n in mod.__all__ if callable(getattr(mod, n))])
+
+
+_replay_distributions()
