@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,7 @@ _asarray = np.asarray
 _new_array = Array._new
 
 stats = {"builds": 0, "direct": 0}
+enabled = True  # off: every call runs op by op (tests compare the two paths)
 _registry: list = []  # every replayed function's state (for ``clear``)
 
 
@@ -184,7 +186,8 @@ def _run_steps(steps: list, env: list) -> None:
             env[out] = r if type(r) is _ndarray else _asarray(r)
 
 
-def _compile(template: list, known: set, in_slots: list, steps: list, out_slots: list) -> Callable:
+def _compile(template: list, known: set, in_slots: list, steps: list, out_slots: list,
+             as_tuple: bool = False) -> Callable:
     """The steps as the source of one function (slot ``i`` is local ``v{i}``; constants are globals)."""
     g: dict = {"_nd": _ndarray, "_as": _asarray}
     lines = [f"def program({', '.join(f'v{s}' for s in in_slots)}):"]
@@ -205,7 +208,7 @@ def _compile(template: list, known: set, in_slots: list, steps: list, out_slots:
         else:
             lines.append(f"    v{out} = {call}")
             lines.append(f"    if type(v{out}) is not _nd: v{out} = _as(v{out})")
-    if len(out_slots) == 1:
+    if len(out_slots) == 1 and not as_tuple:
         lines.append(f"    return v{out_slots[0]}")
     else:
         lines.append(f"    return ({''.join(f'v{s}, ' for s in out_slots)})")
@@ -325,6 +328,59 @@ def _const_value(c: Any) -> np.ndarray:
     return v
 
 
+# ---------------------------------------------------------------------------- loop bodies
+
+_bodies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def host_program(closed: ClosedJaxpr) -> Callable | None:
+    """``closed`` as a function of its inputs' NumPy values returning a tuple of its outputs' values, built
+    once per jaxpr: what an eager ``while``/``scan``/``cond`` runs for each step of its body instead of
+    interpreting the equations (the same rules, so the same values). None for a jaxpr the program cannot
+    hold (effects, keys, a nested ``jit``)."""
+    if not enabled:
+        return None
+    try:
+        return _bodies[closed]
+    except KeyError:
+        pass
+    except TypeError:  # not weakly referable
+        return None
+    try:
+        b = _Builder()
+        env: dict = {}
+        jaxpr = closed.jaxpr
+        for cv, c in zip(jaxpr.constvars, closed.consts):
+            env[cv] = b.slot(_const_value(c), True)
+        in_slots = []
+        for iv in jaxpr.invars:
+            if not _plain_aval(iv.aval):
+                raise _NotReplayable
+            env[iv] = s = b.slot()
+            in_slots.append(s)
+        b.add(jaxpr, env)
+        out_slots = []
+        for ov in jaxpr.outvars:
+            if not _plain_aval(ov.aval):
+                raise _NotReplayable
+            out_slots.append(b.atom(env, ov))
+        run = _compile(b.template, b.known, in_slots, b.steps, out_slots, as_tuple=True)
+    except _NotReplayable:
+        run = None
+    _bodies[closed] = run
+    return run
+
+
+def run_quietly(run: Callable, vals: list) -> tuple:
+    """``run(*vals)``; a RuntimeWarning a user's filter raised is retried with NumPy's warnings off."""
+    try:
+        return run(*vals)
+    except RuntimeWarning:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return run(*vals)
+
+
 def _build(fn: Callable, args: tuple, kwargs: dict, key: tuple) -> Any:
     """Trace ``fn`` at this call's signature into a ``_Program`` (``_UNCACHED`` if it cannot be replayed)."""
     from ftrans import tree_util
@@ -369,14 +425,15 @@ def _build(fn: Callable, args: tuple, kwargs: dict, key: tuple) -> Any:
             s = b.atom(env, ov)
             out_slots.append(s)
             outs.append((bool(ov.aval.weak_type), s in b.known or s in in_slots))
-        run_values = _compile(b.template, b.known, in_slots, b.steps, out_slots)
+        tree = box[0]
+        single = tree.num_leaves == 1 and tree_util.treedef_is_leaf(tree)
+        run_values = _compile(b.template, b.known, in_slots, b.steps, out_slots, as_tuple=not single)
     except Exception:  # noqa: BLE001  (value-dependent code, bad input: the direct call answers, or raises)
         return _UNCACHED
     prog = _Program()
     prog.run_values, prog.outs, prog.out_tree = run_values, outs, box[0]
     prog.steps, prog.template, prog.in_slots = b.steps, b.template, in_slots  # (for inspection)
-    tree = box[0]
-    if tree.num_leaves == 1 and tree_util.treedef_is_leaf(tree):
+    if single:
         prog.out_kind = 1
     elif tree == tree_util.tree_structure((0,) * tree.num_leaves):
         prog.out_kind = 2
@@ -399,7 +456,7 @@ def replayed(fn: Callable, direct_when: Callable[[tuple, dict], bool] | None = N
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not _trace.eager_everywhere or _array_mod.placing or st.given_up or (
+        if not enabled or not _trace.eager_everywhere or _array_mod.placing or st.given_up or (
                 direct_when is not None and direct_when(args, kwargs)):
             return fn(*args, **kwargs)
         sig = _signature(args, kwargs)
@@ -428,6 +485,7 @@ def replayed(fn: Callable, direct_when: Callable[[tuple, dict], bool] | None = N
             return fn(*args, **kwargs)
 
     wrapper.__wrapped_replay__ = fn  # type: ignore[attr-defined]  # (tests compare with the direct call)
+    wrapper._replay_state = st  # type: ignore[attr-defined]
     return wrapper
 
 

@@ -35,6 +35,10 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.primitive import Primitive
+from ftrans.core import array as _array_mod
+from ftrans.core import trace as _trace
+from ftrans.core.eager_programs import host_program as _host_program
+from ftrans.core.eager_programs import run_quietly as _run_quietly
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError
 
@@ -80,6 +84,19 @@ def _unwrap(outs: Sequence[Any], avals: Sequence[ShapedArray]) -> list:
 
 
 def _run(closed: ClosedJaxpr, *args: Any) -> list:
+    """A body evaluated eagerly on Arrays: as a host program (``core/eager_programs.py``) when nothing needs
+    to see each equation (a transform, a debug check, a device placement), else equation by equation."""
+    if _trace.eager_everywhere and not _array_mod.placing:
+        run = _host_program(closed)
+        if run is not None:
+            try:
+                vals = [a._value for a in args]
+            except AttributeError:  # a key array, a token: the equations' own rules take it
+                pass
+            else:
+                outs = _run_quietly(run, vals)
+                return [Array._new(o if type(o) is np.ndarray else np.asarray(o), a.weak_type)
+                        for o, a in zip(outs, closed.out_avals)]
     return eval_jaxpr(closed.jaxpr, list(closed.consts), *args)
 
 

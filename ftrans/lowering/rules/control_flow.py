@@ -28,6 +28,7 @@ from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
+from ftrans.core.prims.control_flow import _run as _run_body
 from ftrans.core.prims.control_flow import (
     cond_p,
     linear_solve_p,
@@ -383,9 +384,9 @@ def _while_eager(*vals: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, c
         if out is not None:
             return out
     for _ in range(HOST_LOOP_STEPS):
-        if not bool(np.asarray(eval_jaxpr(cond_jaxpr.jaxpr, list(cond_jaxpr.consts), *cc, *carry)[0])):
+        if not bool(np.asarray(_run_body(cond_jaxpr, *cc, *carry)[0])):
             return [np.asarray(o, a.dtype) for o, a in zip(carry, body_jaxpr.out_avals)]
-        carry = eval_jaxpr(body_jaxpr.jaxpr, list(body_jaxpr.consts), *bc, *carry)
+        carry = _run_body(body_jaxpr, *bc, *carry)
     carry = [o if isinstance(o, Array) else Array._new(np.asarray(o, a.dtype), False)
              for o, a in zip(carry, body_jaxpr.out_avals)]
     rest = [*cc, *bc, *carry]
