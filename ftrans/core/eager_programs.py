@@ -47,6 +47,8 @@ MAX_PROGRAMS = 64  # per function; the oldest signature goes first
 _MAX_FOLDED_BYTES = 1 << 16  # a constant step's result kept in the program up to this size
 _GIVE_UP_MISSES = 48  # traces of one function after which, with too few hits, it is called directly
 _UNCACHED = object()  # a signature the function itself answers
+_SEEN = object()  # a signature called once: the second call traces it (a one-off call would pay the trace)
+_BODY_WARMUP = 8  # a loop body is interpreted this many times before it becomes a program
 _ndarray = np.ndarray
 _asarray = np.asarray
 _new_array = Array._new
@@ -306,15 +308,14 @@ class _Builder:
             self.steps.append(step)
 
     def _fold(self, step: tuple, outvars: list) -> bool:
-        """Run a step of constants now, keeping its (small) results in the program."""
+        """Run a step of constants now, keeping its (small) results in the program (``add`` runs with NumPy's
+        warnings off)."""
         if sum(int(np.prod(v.aval.shape)) * v.aval.dtype.itemsize for v in outvars) > _MAX_FOLDED_BYTES:
             return False
-        scratch = list(self.template)
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)
-            _run_steps([step], scratch)
-        for s in (step[3] if step[4] else (step[3],)):
-            v = scratch[s]
+        rule, params, ins, out, multi = step
+        r = rule(*[self.template[i] for i in ins], **params)
+        for s, v in (zip(out, r) if multi else ((out, r),)):
+            v = v if type(v) is _ndarray else _asarray(v)
             v.flags.writeable = False  # shared by every call of the program
             self.template[s] = v
             self.known.add(s)
@@ -341,10 +342,16 @@ def host_program(closed: ClosedJaxpr) -> Callable | None:
     if not enabled:
         return None
     try:
-        return _bodies[closed]
+        run = _bodies[closed]
     except KeyError:
-        pass
+        _bodies[closed] = 1
+        return None
     except TypeError:  # not weakly referable
+        return None
+    if type(run) is not int:
+        return run
+    if run < _BODY_WARMUP:  # (building costs about as much as interpreting the body a few times)
+        _bodies[closed] = run + 1
         return None
     try:
         b = _Builder()
@@ -358,7 +365,9 @@ def host_program(closed: ClosedJaxpr) -> Callable | None:
                 raise _NotReplayable
             env[iv] = s = b.slot()
             in_slots.append(s)
-        b.add(jaxpr, env)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            b.add(jaxpr, env)
         out_slots = []
         for ov in jaxpr.outvars:
             if not _plain_aval(ov.aval):
@@ -417,7 +426,9 @@ def _build(fn: Callable, args: tuple, kwargs: dict, key: tuple) -> Any:
         for iv in jaxpr.invars:
             env[iv] = s = b.slot()
             in_slots.append(s)
-        b.add(jaxpr, env)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            b.add(jaxpr, env)
         outs, out_slots = [], []
         for ov in jaxpr.outvars:
             if not _plain_aval(ov.aval):
@@ -465,15 +476,17 @@ def replayed(fn: Callable, direct_when: Callable[[tuple, dict], bool] | None = N
         key, vals = sig
         prog = programs.get(key)
         if prog is None:
+            if len(programs) >= MAX_PROGRAMS:
+                programs.pop(next(iter(programs)), None)
+            programs[key] = _SEEN
+            return fn(*args, **kwargs)
+        if prog is _SEEN:
             st.misses += 1
             if st.misses > _GIVE_UP_MISSES and st.hits < 4 * st.misses:
                 st.given_up = True
                 programs.clear()
                 return fn(*args, **kwargs)
-            prog = _build(fn, args, kwargs, key)
-            if len(programs) >= MAX_PROGRAMS:
-                programs.pop(next(iter(programs)), None)
-            programs[key] = prog
+            prog = programs[key] = _build(fn, args, kwargs, key)
         else:
             st.hits += 1
         if prog is _UNCACHED:

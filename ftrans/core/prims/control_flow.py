@@ -28,17 +28,17 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
+from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.eager_programs import host_program as _host_program
+from ftrans.core.eager_programs import run_quietly as _run_quietly
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.primitive import Primitive
-from ftrans.core import array as _array_mod
-from ftrans.core import trace as _trace
-from ftrans.core.eager_programs import host_program as _host_program
-from ftrans.core.eager_programs import run_quietly as _run_quietly
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError
 

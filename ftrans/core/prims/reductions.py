@@ -53,10 +53,10 @@ def _keep(fn):
     bfloat16 and lose most of the sum).
     """
 
+    @quiet
     def impl(x, *, axes):
-        v = x.astype(np.float32) if x.dtype in (dtypes.bfloat16, dtypes.float16) else x
-        with np.errstate(all="ignore"):
-            out = fn(v, axis=tuple(axes))
+        v = x.astype(np.float32) if x.dtype in _HALF else x
+        out = fn(v, axis=tuple(axes))
         return np.asarray(out).astype(x.dtype, copy=False)
 
     return impl

@@ -249,6 +249,9 @@ def _loop_program(prim: Any, body: ClosedJaxpr, avals: list[ShapedArray], params
     return program
 
 
+_body_facts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # jaxpr -> (holds a pmap, its mesh)
+
+
 def _run_partitioned(prim: Any, bodies: tuple, vals: list, params: dict, name: str) -> list | None:
     """A loop or ``cond`` whose body constrains values over a mesh of several devices (a
     ``with_sharding_constraint``, a ``shard_map``), run as one program partitioned over that mesh, as JAX
@@ -259,9 +262,17 @@ def _run_partitioned(prim: Any, bodies: tuple, vals: list, params: dict, name: s
     from ftrans.core.prims.parallel import pmap_in_program
     from ftrans.lowering.rules.calls import _program_mesh, _spmd_executable_for_jaxpr, host_only_active
 
-    if host_only_active() or any(pmap_in_program(b) for b in bodies):
+    if host_only_active():
         return None
-    mesh = next((m for m in (_program_mesh(b.jaxpr) for b in bodies) if m is not None), None)
+    facts = []
+    for b in bodies:  # (read once per body: an eager loop of a library function runs here on every call)
+        f = _body_facts.get(b.jaxpr)
+        if f is None:
+            f = _body_facts[b.jaxpr] = (pmap_in_program(b), _program_mesh(b.jaxpr))
+        facts.append(f)
+    if any(f[0] for f in facts):
+        return None
+    mesh = next((f[1] for f in facts if f[1] is not None), None)
     if mesh is None:
         return None
     avals = [_operand_aval(v) for v in vals]
