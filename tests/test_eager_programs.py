@@ -307,8 +307,9 @@ def test_eager_loop_bodies_run_as_programs():
         c = lax.cond(v[0] > 0, lambda u: jnp.exp(u) - 1, lambda u: u, v)
         return w, s, c
 
+    bodies = ep.stats["bodies"]
     assert _same(loops(x), _direct(loops, x))
-    assert any(callable(v) for v in ep._bodies.values())  # (the 20-step loop's body became a program)
+    assert ep.stats["bodies"] > bodies  # (the 20-step loop's body became a program)
     import ftrans.scipy.special as sp
 
     for f, args in [(sp.gammainc, (x, x)), (sp.betainc, (x, x, x / 4)), (sp.expi, (x,))]:
@@ -322,3 +323,27 @@ def test_a_warnings_filter_that_raises_does_not_break_the_replay():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _same(jnp.sinc(x), want)
+
+
+def test_device_arrays_take_the_op_by_op_path():
+    """A committed (device-resident) array is not replayed on the host: results stay where op by op puts
+    them, loops included."""
+    dev = ftrans.devices()[0]
+    x = ftrans.device_put(np.linspace(0.1, 2, 8).astype(np.float32), dev)
+    for f in (lambda v: jnp.var(v), lambda v: jnp.var(v),
+              lambda v: lax.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 0.5), (0, v))[1]):
+        got, want = f(x), _direct(f, x)
+        assert type(got) is type(want)
+        assert got.committed == want.committed
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_functions_compiled_when_eager_are_not_replayed_on_the_host():
+    """``lax.igamma`` runs compiled (XLA's loop) when called eagerly and inline when traced; a composite
+    holding it must give the eager call's bits, so its program declines and the call runs op by op."""
+    x = jnp.asarray(np.linspace(0.1, 3, 8).astype(np.float32))
+    f = ep.replayed(lambda a, b: lax.igamma(a, b) * 2 + lax.zeta(a + 1.5, b))
+    want = _direct(f, x, x)
+    for _ in range(3):
+        assert _same(f(x, x), want)
+    assert list(f._replay_state.programs.values()) == [ep._UNCACHED]

@@ -27,6 +27,7 @@ than the call.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 import weakref
 from collections.abc import Callable
@@ -39,9 +40,10 @@ from ftrans.core import config as _config_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
+from ftrans.core.prims._base import quiet_state
 from ftrans.core.prims.calls import CallPrimitive, jit_call_p
 
-__all__ = ["replayed", "install", "one_array_argument", "clear", "stats"]
+__all__ = ["replayed", "install", "one_array_argument", "building", "host_program", "clear", "stats"]
 
 MAX_PROGRAMS = 64  # per function; the oldest signature goes first
 _MAX_FOLDED_BYTES = 1 << 16  # a constant step's result kept in the program up to this size
@@ -49,11 +51,13 @@ _GIVE_UP_MISSES = 48  # traces of one function after which, with too few hits, i
 _UNCACHED = object()  # a signature the function itself answers
 _SEEN = object()  # a signature called once: the second call traces it (a one-off call would pay the trace)
 _BODY_WARMUP = 8  # a loop body is interpreted this many times before it becomes a program
+_QUIET = quiet_state()
 _ndarray = np.ndarray
 _asarray = np.asarray
 _new_array = Array._new
 
-stats = {"builds": 0, "direct": 0}
+stats = {"builds": 0, "direct": 0, "bodies": 0}
+_tracing = threading.local()  # ``flag``: this thread is tracing a composite for a program (``building``)
 enabled = True  # off: every call runs op by op (tests compare the two paths)
 _registry: list = []  # every replayed function's state (for ``clear``)
 
@@ -193,6 +197,15 @@ def _compile(template: list, known: set, in_slots: list, steps: list, out_slots:
     """The steps as the source of one function (slot ``i`` is local ``v{i}``; constants are globals)."""
     g: dict = {"_nd": _ndarray, "_as": _asarray}
     lines = [f"def program({', '.join(f'v{s}' for s in in_slots)}):"]
+    if _QUIET is not None:  # NumPy's floating-point errors ignored for the whole program, as each rule would
+        g["_qset"], g["_qreset"], g["_qignore"] = _QUIET
+        lines[0] = lines[0].replace("def program(", "def steps(")
+        lines.insert(0, f"def program({', '.join(f'v{s}' for s in in_slots)}):\n"
+                        f"    t = _qset(_qignore)\n"
+                        f"    try:\n"
+                        f"        return steps({', '.join(f'v{s}' for s in in_slots)})\n"
+                        f"    finally:\n"
+                        f"        _qreset(t)")
     for s in known:
         g[f"v{s}"] = template[s]
     for n, (rule, params, ins, out, multi) in enumerate(steps):
@@ -243,6 +256,8 @@ def _direct_rule(prim: Any, in_avals: list) -> Callable | None:
         return None
     if impl is prim._narrow_impl and in_avals and type(in_avals[0].dtype) in _trace._WIDE_KINDS:
         impl = prim._wide_impl
+    if _QUIET is not None:
+        impl = getattr(impl, "_quiet_inner", impl)  # the program sets NumPy's error state once for all steps
     return impl
 
 
@@ -374,6 +389,7 @@ def host_program(closed: ClosedJaxpr) -> Callable | None:
                 raise _NotReplayable
             out_slots.append(b.atom(env, ov))
         run = _compile(b.template, b.known, in_slots, b.steps, out_slots, as_tuple=True)
+        stats["bodies"] += 1
     except _NotReplayable:
         run = None
     _bodies[closed] = run
@@ -414,7 +430,11 @@ def _build(fn: Callable, args: tuple, kwargs: dict, key: tuple) -> Any:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            closed, _ = _trace.stage(flat, avals)
+            _tracing.flag = True
+            try:
+                closed, _ = _trace.stage(flat, avals)
+            finally:
+                _tracing.flag = False
         if caught:
             return _UNCACHED  # the direct call warns, on every call
         jaxpr = closed.jaxpr
@@ -500,6 +520,13 @@ def replayed(fn: Callable, direct_when: Callable[[tuple, dict], bool] | None = N
     wrapper.__wrapped_replay__ = fn  # type: ignore[attr-defined]  # (tests compare with the direct call)
     wrapper._replay_state = st  # type: ignore[attr-defined]
     return wrapper
+
+
+def building() -> bool:
+    """Whether this thread is tracing a composite for a program. A function that runs differently when
+    called eagerly than traced (``lax.igamma``: compiled whole when eager, its loops inlined when traced)
+    asks it, and stages its eager form, a nested ``jit``, which the program declines."""
+    return getattr(_tracing, "flag", False)
 
 
 def one_array_argument(args: tuple, kwargs: dict) -> bool:

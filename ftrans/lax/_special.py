@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import eager_programs as _eager_programs
 from ftrans.core.operands import dtype_weak, shape_of
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import is_eager
@@ -40,7 +41,8 @@ def _compiled_when_eager(fn: Any) -> Any:
     compiled = jit(fn)
 
     def run(*args: Any) -> Any:
-        return compiled(*args) if is_eager() else fn(*args)
+        # (traced for an eager program of a library composite: staged as the eager call runs it, compiled)
+        return compiled(*args) if is_eager() or _eager_programs.building() else fn(*args)
 
     run.__name__ = getattr(fn, "__name__", "special")
     return run

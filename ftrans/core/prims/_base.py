@@ -278,7 +278,15 @@ def quiet(fn: Callable) -> Callable:
                 reset_state(token)
 
     impl.__name__ = getattr(fn, "__name__", "impl")
+    impl._quiet_inner = fn  # (a program that runs quietly as a whole calls it directly: core/eager_programs.py)
     return impl
+
+
+def quiet_state() -> tuple[Callable, Callable, Any] | None:
+    """``(set, reset, ignore)`` of NumPy's floating-point error state, or None on a NumPy without it."""
+    if _ERRSTATE_VAR is None:  # pragma: no cover
+        return None
+    return _ERRSTATE_VAR.set, _ERRSTATE_VAR.reset, _IGNORE_ALL
 
 
 def keep_dtype(fn: Callable) -> Callable:

@@ -86,17 +86,13 @@ def _unwrap(outs: Sequence[Any], avals: Sequence[ShapedArray]) -> list:
 def _run(closed: ClosedJaxpr, *args: Any) -> list:
     """A body evaluated eagerly on Arrays: as a host program (``core/eager_programs.py``) when nothing needs
     to see each equation (a transform, a debug check, a device placement), else equation by equation."""
-    if _trace.eager_everywhere and not _array_mod.placing:
+    # (host values only: a device array's operations stay on its device)
+    if _trace.eager_everywhere and not _array_mod.placing and all(type(a) is Array for a in args):
         run = _host_program(closed)
         if run is not None:
-            try:
-                vals = [a._value for a in args]
-            except AttributeError:  # a key array, a token: the equations' own rules take it
-                pass
-            else:
-                outs = _run_quietly(run, vals)
-                return [Array._new(o if type(o) is np.ndarray else np.asarray(o), a.weak_type)
-                        for o, a in zip(outs, closed.out_avals)]
+            outs = _run_quietly(run, [a._value for a in args])
+            return [Array._new(o if type(o) is np.ndarray else np.asarray(o), a.weak_type)
+                    for o, a in zip(outs, closed.out_avals)]
     return eval_jaxpr(closed.jaxpr, list(closed.consts), *args)
 
 
