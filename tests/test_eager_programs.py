@@ -347,3 +347,15 @@ def test_functions_compiled_when_eager_are_not_replayed_on_the_host():
     for _ in range(3):
         assert _same(f(x, x), want)
     assert list(f._replay_state.programs.values()) == [ep._UNCACHED]
+
+
+def test_ufunc_objects_call_their_replayed_function():
+    x, y = jnp.asarray(_X), jnp.asarray(_Y)
+    for u in (jnp.logaddexp, jnp.logaddexp2):
+        fn = u.__wrapped__
+        assert fn._replay_state is not None
+        want = _direct(u, x, y)
+        for _ in range(3):
+            assert _same(u(x, y), want)
+        assert _programs_built(fn) >= 1
+        assert _same(u.reduce(x), _direct(u.reduce, x))

@@ -114,8 +114,10 @@ from ftrans.numpy import _keys  # noqa: E402
 _keys.install(globals())
 _core_keys.install(__import__(__name__, fromlist=["_"]))
 
+from ftrans.core import eager_programs as _eager_programs  # noqa: E402
 from ftrans.numpy import _ufunc  # noqa: E402
 
+_eager_programs.install(globals(), ("logaddexp", "logaddexp2"))  # (before they become ufuncs: the call is theirs)
 _ufunc._install()
 
 
@@ -165,8 +167,6 @@ _REPLAYED = (
 )
 # Reductions whose one-argument call (``sum(x)``) has a faster eager path of its own.
 _REPLAYED_BUT_ONE_ARGUMENT = ("sum", "mean", "max", "min", "amax", "amin", "argmax", "ptp")
-
-from ftrans.core import eager_programs as _eager_programs  # noqa: E402
 
 _eager_programs.install(globals(), _REPLAYED)
 _eager_programs.install(globals(), _REPLAYED_BUT_ONE_ARGUMENT, direct_when=_eager_programs.one_array_argument)

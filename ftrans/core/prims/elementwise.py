@@ -91,6 +91,8 @@ def _div_impl(x, y):
 def _rem_impl(x, y):
     if x.dtype.kind in "iu":
         zero = y == 0
+        if not zero.any():  # (no zero divisor: the masks below change nothing)
+            return np.fmod(x, y).astype(x.dtype, copy=False)
         safe_y = np.where(zero, np.ones_like(y), y)
         return np.where(zero, x, np.fmod(x, safe_y)).astype(x.dtype)
     return np.fmod(x, y).astype(x.dtype, copy=False)

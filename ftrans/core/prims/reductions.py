@@ -161,7 +161,7 @@ reduce_sum_p = standard_primitive(
 )
 reduce_prod_p = standard_primitive(
     "reduce_prod", _reduce_shape("reduce_prod", NUM), lambda x, **p: x.dtype,
-    _keep(lambda v, axis: np.prod(v, axis=axis, dtype=v.dtype)),
+    _keep(lambda v, axis: np.multiply.reduce(v, axis=axis, dtype=v.dtype)),  # (np.prod, without its wrapper)
     weak_type_rule=first_weak,
 )
 reduce_max_p = standard_primitive(
@@ -174,12 +174,14 @@ reduce_min_p = standard_primitive(
 )
 reduce_and_p = standard_primitive(
     "reduce_and", _reduce_shape("reduce_and", INT_OR_BOOL), lambda x, **p: x.dtype,
-    _keep(lambda x, axis: np.bitwise_and.reduce(x, axis=axis) if x.dtype != np.bool_ else np.all(x, axis=axis)),
+    _keep(lambda x, axis: np.bitwise_and.reduce(x, axis=axis) if x.dtype != np.bool_ else
+          np.logical_and.reduce(x, axis=axis)),
     weak_type_rule=first_weak,
 )
 reduce_or_p = standard_primitive(
     "reduce_or", _reduce_shape("reduce_or", INT_OR_BOOL), lambda x, **p: x.dtype,
-    _keep(lambda x, axis: np.bitwise_or.reduce(x, axis=axis) if x.dtype != np.bool_ else np.any(x, axis=axis)),
+    _keep(lambda x, axis: np.bitwise_or.reduce(x, axis=axis) if x.dtype != np.bool_ else
+          np.logical_or.reduce(x, axis=axis)),
     weak_type_rule=first_weak,
 )
 reduce_xor_p = standard_primitive(
