@@ -45,9 +45,12 @@ def _convert_quiet(x, new_dtype):
         return x != 0
     if dtypes.is_int(new_dtype) and dtypes.is_float(x.dtype):
         # XLA saturates float->int conversion and maps NaN to 0.
+        # (``nan_to_num`` and ``clip`` spelt as the ufuncs they run: their Python was most of the cost)
         info = dtypes.iinfo(new_dtype)
-        xf = np.nan_to_num(x.astype(np.float64), nan=0.0)
-        xf = np.clip(np.trunc(xf), info.min, info.max)
+        xf = np.array(x, dtype=np.float64)  # (a copy, written in place below)
+        xf[np.isnan(xf)] = 0.0
+        np.trunc(xf, out=xf)
+        np.minimum(np.maximum(xf, float(info.min), out=xf), float(info.max), out=xf)
         return _astype(xf, new_dtype)
     return _astype(x, new_dtype)
 
