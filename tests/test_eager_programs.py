@@ -24,7 +24,8 @@ from ftrans import lax
 from ftrans.core import eager_programs as ep
 from ftrans.core.array import Array
 
-MODULES = ["ftrans.numpy", "ftrans.numpy.linalg", "ftrans.numpy.fft", "ftrans.nn", "ftrans.scipy.special",
+MODULES = ["ftrans.numpy", "ftrans.numpy.linalg", "ftrans.numpy.fft", "ftrans.nn", "ftrans.scipy.special", "ftrans.lax",
+           "ftrans.scipy.linalg", "ftrans.scipy.signal",
            *[f"ftrans.scipy.stats.{d}" for d in ("norm", "gamma", "beta", "t", "poisson", "truncnorm", "uniform",
                                                   "cauchy", "logistic", "expon", "vonmises", "binom")]]
 
@@ -147,6 +148,7 @@ def test_replay_matches_at_edge_values(name, dtype, values):
 
 
 def test_one_trace_per_signature_and_hits_after():
+    ep.clear()  # (other tests may have called var at this signature)
     f = jnp.var
     before = dict(f._replay_state.programs)
     x = jnp.asarray(np.arange(7, dtype=np.float32))
@@ -231,6 +233,7 @@ def test_value_dependent_calls_run_directly():
 
 
 def test_changing_static_values_give_up_on_the_cache():
+    ep.clear()
     f = jnp.float_power
     x = jnp.asarray(np.linspace(0.5, 2, 8).astype(np.float32))
     for k in range(ep._GIVE_UP_MISSES + 10):

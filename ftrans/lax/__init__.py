@@ -59,6 +59,16 @@ _DEPRECATED = {"psend": "ftrans.lax.psend is deprecated (as jax.lax.psend is sin
                "precv": "ftrans.lax.precv is deprecated (as jax.lax.precv is since jax 0.12)."}
 
 
+# Eager calls run from a program traced once per signature (``core/eager_programs.py``): each of these is
+# more than one primitive, or one behind argument handling that costs twice the program's time or more.
+from ftrans.core import eager_programs as _eager_programs  # noqa: E402
+
+_eager_programs.install(globals(), (
+    "batch_matmul", "clamp", "cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "dot", "log2", "mulhi",
+    "polynomial", "pow", "reciprocal", "round", "scaled_dot", "sort", "sort_key_val", "stack", "unstack",
+))
+
+
 def __getattr__(name: str):
     if name in _DEPRECATED:
         import warnings

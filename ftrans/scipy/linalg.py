@@ -1006,3 +1006,13 @@ def _qr_pivoted(a: Any, full: bool) -> tuple[Any, Any, Any]:
     if not full:
         q, r = q[..., :, :k], r[..., :k, :]
     return q, r, p
+
+
+# Eager calls run from a program traced once per signature (``core/eager_programs.py``): each of these is
+# several primitives behind argument checks, two to forty times the program's time op by op.
+from ftrans.core import eager_programs as _eager_programs  # noqa: E402
+
+_eager_programs.install(globals(), (
+    "block_diag", "cholesky", "companion", "eigh", "expm", "expm_frechet", "fiedler", "hankel", "lu", "lu_factor",
+    "qr", "solve_triangular", "toeplitz",
+))

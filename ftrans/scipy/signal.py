@@ -593,3 +593,12 @@ def istft(Zxx: Any, fs: Any = 1.0, window: str = "hann", nperseg: int | None = N
         x = jnp.moveaxis(x, -1, time_axis)
     times = jnp.arange(x.shape[0], dtype=np.finfo(x.dtype).dtype) / fs
     return times, x
+
+
+# Eager calls run from a program traced once per signature (``core/eager_programs.py``): the windowing and
+# padding around each transform cost two to seventeen times the program's time op by op.
+from ftrans.core import eager_programs as _eager_programs  # noqa: E402
+
+_eager_programs.install(globals(), (
+    "convolve", "convolve2d", "correlate", "correlate2d", "csd", "detrend", "istft", "welch",
+))
