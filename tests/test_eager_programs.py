@@ -363,3 +363,12 @@ def test_ufunc_objects_call_their_replayed_function():
             assert _same(u(x, y), want)
         assert _programs_built(fn) >= 1
         assert _same(u.reduce(x), _direct(u.reduce, x))
+
+
+def test_a_program_holding_large_constants_is_not_kept():
+    big = jnp.asarray(np.ones(3_000_000, np.float32))  # 12 MB, captured by the function
+    f = ep.replayed(lambda v: v + big)
+    x = jnp.asarray(np.zeros(3_000_000, np.float32))
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x)[:3], [1, 1, 1])
+    assert list(f._replay_state.programs.values()) == [ep._UNCACHED]

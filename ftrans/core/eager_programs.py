@@ -47,6 +47,7 @@ __all__ = ["replayed", "install", "one_array_argument", "building", "host_progra
 
 MAX_PROGRAMS = 64  # per function; the oldest signature goes first
 _MAX_FOLDED_BYTES = 1 << 16  # a constant step's result kept in the program up to this size
+_MAX_CONST_BYTES = 1 << 23  # a program holding more constants than this (a large ``tri`` mask) is not kept
 _GIVE_UP_MISSES = 48  # traces of one function after which, with too few hits, it is called directly
 _UNCACHED = object()  # a signature the function itself answers
 _SEEN = object()  # a signature called once: the second call traces it (a one-off call would pay the trace)
@@ -456,6 +457,8 @@ def _build(fn: Callable, args: tuple, kwargs: dict, key: tuple) -> Any:
             s = b.atom(env, ov)
             out_slots.append(s)
             outs.append((bool(ov.aval.weak_type), s in b.known or s in in_slots))
+        if sum(v.nbytes for v in b.template if v is not None) > _MAX_CONST_BYTES:
+            return _UNCACHED  # (64 such programs per function would hold too much memory)
         tree = box[0]
         single = tree.num_leaves == 1 and tree_util.treedef_is_leaf(tree)
         run_values = _compile(b.template, b.known, in_slots, b.steps, out_slots, as_tuple=not single)
