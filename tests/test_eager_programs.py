@@ -58,7 +58,8 @@ def _patterns() -> list[tuple]:
     x, y, p, e = jnp.asarray(_X), jnp.asarray(_Y), jnp.asarray(_P), jnp.asarray(_E)
     m, m3, b = jnp.asarray(_M), jnp.asarray(_M3), jnp.asarray(_B)
     return [(x,), (x, y), (m,), (x, e), (e,), (e, e), (p,), (p, p), (x, y, p), (m, m), (b,), (m3,), (m3, 1),
-            (p, 2.5), (x, 0), ([x, y],), ((x, y),), ("i,i->", x, y), ("ij,jk->ik", m, m)]
+            (p, 2.5), (x, 0), ([x, y],), ((x, y),), ("i,i->", x, y), ("ij,jk->ik", m, m),
+            (x, jnp.asarray(np.int32(3))), (m3, jnp.asarray(np.int32(1))), (x, jnp.asarray(True))]
 
 
 def _same(a, b) -> bool:
@@ -225,6 +226,7 @@ def test_a_warning_shows_on_every_call():
 
 
 def test_value_dependent_calls_run_directly():
+    ep.clear()
     x = jnp.asarray(np.array([0.0, 2.0, 0.0, 3.0], np.float32))
     for _ in range(2):
         (idx,) = jnp.where(x)  # one argument: nonzero, whose shape depends on values
@@ -372,3 +374,16 @@ def test_a_program_holding_large_constants_is_not_kept():
     for _ in range(3):
         np.testing.assert_array_equal(f(x)[:3], [1, 1, 1])
     assert list(f._replay_state.programs.values()) == [ep._UNCACHED]
+
+
+def test_scalar_integer_arrays_are_part_of_the_signature():
+    """Eagerly, ``power(x, k)`` with a concrete scalar integer array ``k`` is ``integer_pow`` (repeated
+    multiplication); traced, it would be ``pow``, which rounds differently in a third of these cases. Such
+    arguments enter the program as values, keyed by value."""
+    x = jnp.asarray(np.random.default_rng(1).uniform(0.5, 3, 500).astype(np.float32))
+    for kv in (2, 3, 5, -3, 3):
+        k = jnp.asarray(np.int32(kv))
+        want = _direct(jnp.power, x, k)
+        for _ in range(3):
+            assert _same(jnp.power(x, k), want)
+    assert _programs_built(jnp.power) >= 4

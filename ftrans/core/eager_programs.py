@@ -16,12 +16,14 @@ operands are all constants run once, when the program is built.
 
 The replay applies only where the op-by-op path would run the same rules on the host: no transform or
 debug check anywhere (``trace.eager_everywhere``), no ``default_device`` placement, every array
-argument a host ``Array``. Anything else (a tracer, a NumPy or device array, a list, a key) calls the
-function itself. So does a signature whose trace fails (a function that reads values, or the user's
-bad input, whose error the direct call then raises at the user's line), warns (the warning must show
-on every call), or holds an equation with effects, a key or a nested ``jit``. A function whose calls
-keep missing (static values that change on every call) stops being replayed: its trace would cost more
-than the call.
+argument a host ``Array`` (lists and tuples of them are walked). Anything else (a tracer, a NumPy or
+device array, a key, a callable) calls the function itself. So does a signature whose trace fails (a
+function that reads values, or the user's bad input, whose error the direct call then raises at the
+user's line), warns (the warning must show on every call), or holds an equation with effects, a key or a
+nested ``jit``. A scalar integer or bool array is part of the signature by value: the library may read it
+as a Python number eagerly. A signature is traced at its second call (a one-off call would pay the trace
+for nothing); a function whose signatures are mostly called just twice (static values that change all the
+time) stops being replayed.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ __all__ = ["replayed", "install", "one_array_argument", "building", "host_progra
 MAX_PROGRAMS = 64  # per function; the oldest signature goes first
 _MAX_FOLDED_BYTES = 1 << 16  # a constant step's result kept in the program up to this size
 _MAX_CONST_BYTES = 1 << 23  # a program holding more constants than this (a large ``tri`` mask) is not kept
-_GIVE_UP_MISSES = 48  # traces of one function after which, with too few hits, it is called directly
+_GIVE_UP_MISSES = 48  # traces of one function after which, with fewer hits than traces, it is called directly
 _UNCACHED = object()  # a signature the function itself answers
 _SEEN = object()  # a signature called once: the second call traces it (a one-off call would pay the trace)
 _BODY_WARMUP = 8  # a loop body is interpreted this many times before it becomes a program
@@ -108,8 +110,11 @@ def _walk(a: Any, key: list, vals: list) -> None:
     t = type(a)
     if t is Array:
         v = a._value
-        key.append((v.shape, v.dtype, a.weak_type))
-        vals.append(v)
+        if v.ndim == 0 and v.dtype.kind in "iub":  # (a static value: see _as_value)
+            key.append((v.dtype, a.weak_type, v.item()))
+        else:
+            key.append((v.shape, v.dtype, a.weak_type))
+            vals.append(v)
     elif t is tuple or t is list:
         key.append((t, len(a)))
         for x in a:
@@ -118,11 +123,20 @@ def _walk(a: Any, key: list, vals: list) -> None:
         key.append(_static_key(a))
 
 
+def _as_value(a: Array) -> bool:
+    """Whether an array argument enters the trace as itself, a constant, rather than as a traced input: a
+    scalar integer or bool, which the library may read as a Python value eagerly (``power(x, k)`` with a
+    concrete integer ``k`` is ``integer_pow``, with a traced one ``pow``: other bits), so it is part of the
+    signature instead."""
+    v = a._value
+    return v.ndim == 0 and v.dtype.kind in "iub"
+
+
 def _swap(a: Any, it: Any) -> Any:
     """``a`` with its arrays replaced, in ``_walk``'s order, by the values ``it`` yields."""
     t = type(a)
     if t is Array:
-        return next(it)
+        return a if _as_value(a) else next(it)
     if t is tuple:
         return tuple([_swap(x, it) for x in a])
     if t is list:
@@ -133,7 +147,8 @@ def _swap(a: Any, it: Any) -> Any:
 def _arrays_in(a: Any, out: list) -> list:
     t = type(a)
     if t is Array:
-        out.append(a)
+        if not _as_value(a):
+            out.append(a)
     elif t is tuple or t is list:
         for x in a:
             _arrays_in(x, out)
@@ -505,7 +520,7 @@ def replayed(fn: Callable, direct_when: Callable[[tuple, dict], bool] | None = N
             return fn(*args, **kwargs)
         if prog is _SEEN:
             st.misses += 1
-            if st.misses > _GIVE_UP_MISSES and st.hits < 4 * st.misses:
+            if st.misses > _GIVE_UP_MISSES and st.hits < st.misses:  # (most signatures called twice, no more)
                 st.given_up = True
                 programs.clear()
                 return fn(*args, **kwargs)
