@@ -13,6 +13,7 @@ import threading
 import types
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -23,6 +24,7 @@ import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core import eager_programs as ep
 from ftrans.core.array import Array
+from tests.thorough import THOROUGH
 
 MODULES = ["ftrans.numpy", "ftrans.numpy.linalg", "ftrans.numpy.fft", "ftrans.nn", "ftrans.scipy.special", "ftrans.lax",
            "ftrans.scipy.linalg", "ftrans.scipy.signal",
@@ -71,7 +73,7 @@ def _same(a, b) -> bool:
         if type(u) is not type(v) or u.dtype != v.dtype or u.shape != v.shape or u.weak_type != v.weak_type:
             return False
         nu, nv = np.asarray(u), np.asarray(v)
-        if nu.dtype.kind in "fc":
+        if nu.dtype.kind not in "iub":  # floats, complex, ml_dtypes' (kind "V"): compared as bits
             bits = [np.ascontiguousarray(w).reshape(-1).view(np.uint8) for w in (nu, nv)]
             if not np.array_equal(*bits):  # bits: signed zeros and NaNs too
                 return False
@@ -111,6 +113,40 @@ def test_replay_matches_the_op_by_op_call(modname, name):
         tried += 1
     assert tried, f"no argument pattern exercised {modname}.{name}"
     assert state.programs, f"{name} never reached the replay"
+
+
+def _dtype_patterns(dt) -> list[tuple]:
+    rng = np.random.default_rng(5)
+    v = ((rng.normal(size=12) + 1j * rng.normal(size=12)).astype(dt) if np.dtype(dt).kind == "c"
+         else rng.normal(size=12).astype(dt))
+    m = np.resize(v, (3, 4))
+    cases = [(jnp.asarray(v),), (jnp.asarray(v), jnp.asarray(v[::-1].copy())), (jnp.asarray(m), 0)]
+    if THOROUGH:
+        cases += [(jnp.asarray(m),), (jnp.asarray(m), jnp.asarray(m.T.copy()))]
+    return cases
+
+
+_DTYPES = [np.float16, ml_dtypes.bfloat16, np.complex64, np.int8, np.uint16] + ([np.float64] if THOROUGH else [])
+
+
+@pytest.mark.parametrize("modname,name", REPLAYED, ids=[f"{m.split('.')[-1]}.{n}" for m, n in REPLAYED])
+def test_replay_matches_at_other_dtypes(modname, name):
+    """The same comparison at float16, bfloat16 (NumPy rules widen them and round back), complex64 and the
+    narrow integers: bit for bit, NaN payloads included."""
+    fn = getattr(importlib.import_module(modname), name)
+    for dt in _DTYPES:
+        for args in _dtype_patterns(dt):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    want = _direct(fn, *args)
+                except Exception:  # noqa: BLE001  (not a pattern or dtype this function takes)
+                    continue
+                leaves = ftrans.tree_util.tree_leaves(want)
+                if not leaves or not all(type(v) is Array for v in leaves):
+                    continue
+                fn(*args)
+                assert _same(fn(*args), want), (name, np.dtype(dt).name, [getattr(a, "shape", a) for a in args])
 
 
 def _programs_built(fn) -> int:
