@@ -181,12 +181,7 @@ class _Program:
     __slots__ = ("run_values", "outs", "out_kind", "out_tree", "steps", "template", "in_slots")
 
     def run(self, vals: list) -> Any:
-        try:
-            got = self.run_values(*vals)
-        except RuntimeWarning:  # a user's warnings filter made NumPy's warning an error: as the eager path does
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                warnings.simplefilter("ignore", RuntimeWarning)
-                got = self.run_values(*vals)
+        got = run_quietly(self.run_values, vals)
         kind = self.out_kind
         if kind == 1:
             v = got
@@ -196,16 +191,6 @@ class _Program:
         if kind == 2:
             return tuple(res)
         return _trace_unflatten(self.out_tree, res)
-
-
-def _run_steps(steps: list, env: list) -> None:
-    for rule, params, ins, out, multi in steps:
-        r = rule(*[env[i] for i in ins], **params) if params else rule(*[env[i] for i in ins])
-        if multi:
-            for o, x in zip(out, r):
-                env[o] = x if type(x) is _ndarray else _asarray(x)
-        else:
-            env[out] = r if type(r) is _ndarray else _asarray(r)
 
 
 def _compile(template: list, known: set, in_slots: list, steps: list, out_slots: list,
@@ -385,31 +370,37 @@ def host_program(closed: ClosedJaxpr) -> Callable | None:
         _bodies[closed] = run + 1
         return None
     try:
-        b = _Builder()
-        env: dict = {}
-        jaxpr = closed.jaxpr
-        for cv, c in zip(jaxpr.constvars, closed.consts):
-            env[cv] = b.slot(_const_value(c), True)
-        in_slots = []
-        for iv in jaxpr.invars:
-            if not _plain_aval(iv.aval):
-                raise _NotReplayable
-            env[iv] = s = b.slot()
-            in_slots.append(s)
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)
-            b.add(jaxpr, env)
-        out_slots = []
-        for ov in jaxpr.outvars:
-            if not _plain_aval(ov.aval):
-                raise _NotReplayable
-            out_slots.append(b.atom(env, ov))
+        b, in_slots, out_slots = _lower(closed)
         run = _compile(b.template, b.known, in_slots, b.steps, out_slots, as_tuple=True)
         stats["bodies"] += 1
-    except _NotReplayable:
+    except Exception:  # noqa: BLE001  (keys, effects, a rule failing on constants: interpreted as before)
         run = None
     _bodies[closed] = run
     return run
+
+
+def _lower(closed: ClosedJaxpr) -> tuple[_Builder, list, list]:
+    """``closed``'s equations as program steps: the builder, and the slots of its inputs and outputs."""
+    b = _Builder()
+    env: dict = {}
+    jaxpr = closed.jaxpr
+    for cv, c in zip(jaxpr.constvars, closed.consts):
+        env[cv] = b.slot(_const_value(c), True)
+    in_slots = []
+    for iv in jaxpr.invars:
+        if not _plain_aval(iv.aval):
+            raise _NotReplayable
+        env[iv] = s = b.slot()
+        in_slots.append(s)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # (constant steps run now)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        b.add(jaxpr, env)
+    out_slots = []
+    for ov in jaxpr.outvars:
+        if not _plain_aval(ov.aval):
+            raise _NotReplayable
+        out_slots.append(b.atom(env, ov))
+    return b, in_slots, out_slots
 
 
 def run_quietly(run: Callable, vals: list) -> tuple:
@@ -422,7 +413,7 @@ def run_quietly(run: Callable, vals: list) -> tuple:
             return run(*vals)
 
 
-def _build(fn: Callable, args: tuple, kwargs: dict, key: tuple) -> Any:
+def _build(fn: Callable, args: tuple, kwargs: dict) -> Any:
     """Trace ``fn`` at this call's signature into a ``_Program`` (``_UNCACHED`` if it cannot be replayed)."""
     from ftrans import tree_util
     from ftrans.core.avals import ShapedArray
@@ -453,25 +444,9 @@ def _build(fn: Callable, args: tuple, kwargs: dict, key: tuple) -> Any:
                 _tracing.flag = False
         if caught:
             return _UNCACHED  # the direct call warns, on every call
-        jaxpr = closed.jaxpr
-        b = _Builder()
-        env: dict = {}
-        for cv, c in zip(jaxpr.constvars, closed.consts):
-            env[cv] = b.slot(_const_value(c), True)
-        in_slots = []
-        for iv in jaxpr.invars:
-            env[iv] = s = b.slot()
-            in_slots.append(s)
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)
-            b.add(jaxpr, env)
-        outs, out_slots = [], []
-        for ov in jaxpr.outvars:
-            if not _plain_aval(ov.aval):
-                return _UNCACHED
-            s = b.atom(env, ov)
-            out_slots.append(s)
-            outs.append((bool(ov.aval.weak_type), s in b.known or s in in_slots))
+        b, in_slots, out_slots = _lower(closed)
+        outs = [(bool(ov.aval.weak_type), s in b.known or s in in_slots)
+                for ov, s in zip(closed.jaxpr.outvars, out_slots)]
         if sum(v.nbytes for v in b.template if v is not None) > _MAX_CONST_BYTES:
             return _UNCACHED  # (64 such programs per function would hold too much memory)
         tree = box[0]
@@ -524,7 +499,7 @@ def replayed(fn: Callable, direct_when: Callable[[tuple, dict], bool] | None = N
                 st.given_up = True
                 programs.clear()
                 return fn(*args, **kwargs)
-            prog = programs[key] = _build(fn, args, kwargs, key)
+            prog = programs[key] = _build(fn, args, kwargs)
         else:
             st.hits += 1
         if prog is _UNCACHED:
