@@ -45,7 +45,7 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.prims._base import quiet_state
 from ftrans.core.prims.calls import CallPrimitive, jit_call_p
 
-__all__ = ["replayed", "install", "one_array_argument", "building", "host_program", "clear", "stats"]
+__all__ = ["replayed", "install", "building", "host_program", "clear", "stats"]
 
 MAX_PROGRAMS = 64  # per function; the oldest signature goes first
 _MAX_FOLDED_BYTES = 1 << 16  # a constant step's result kept in the program up to this size
@@ -470,18 +470,17 @@ def _build(fn: Callable, args: tuple, kwargs: dict) -> Any:
 # ---------------------------------------------------------------------------- the decorator
 
 
-def replayed(fn: Callable, direct_when: Callable[[tuple, dict], bool] | None = None) -> Callable:
+def replayed(fn: Callable) -> Callable:
     """``fn``, a pure library composite of arrays and static values, replayed from a cached program when
-    called eagerly on host arrays (see the module's docstring). ``direct_when(args, kwargs)``: calls that
-    ``fn`` answers faster itself (an eager fast path of its own, such as ``sum(x)``'s)."""
+    called eagerly on host arrays (see the module's docstring). A function with an eager fast path of its
+    own (``sum(x)``) wraps its general path only: the wrapper's frame would slow the fast one."""
     st = _State()
     _registry.append(st)
     programs = st.programs
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not enabled or not _trace.eager_everywhere or _array_mod.placing or st.given_up or (
-                direct_when is not None and direct_when(args, kwargs)):
+        if not enabled or not _trace.eager_everywhere or _array_mod.placing or st.given_up:
             return fn(*args, **kwargs)
         sig = _signature(args, kwargs)
         if sig is None:
@@ -522,18 +521,13 @@ def building() -> bool:
     return getattr(_tracing, "flag", False)
 
 
-def one_array_argument(args: tuple, kwargs: dict) -> bool:
-    """``direct_when`` of the reductions whose one-argument call has an eager fast path (``sum(x)``)."""
-    return not kwargs and len(args) == 1
-
-
-def install(namespace: dict, names: Any, direct_when: Callable[[tuple, dict], bool] | None = None) -> None:
+def install(namespace: dict, names: Any) -> None:
     """Replace each of ``names`` in ``namespace`` (a module's globals) by its replayed form."""
     module = namespace.get("__name__")
     for name in names:
         fn = namespace[name]
         if getattr(fn, "__wrapped_replay__", None) is None:
-            wrapper = replayed(fn, direct_when)
+            wrapper = replayed(fn)
             if module is not None:  # pickled by reference, found again here (not as the plain function)
                 wrapper.__module__, wrapper.__qualname__ = module, name
             namespace[name] = wrapper

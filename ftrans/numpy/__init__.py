@@ -165,8 +165,5 @@ _REPLAYED = (
     "trapezoid", "tril", "tril_indices_from", "triu", "triu_indices_from", "trunc", "unravel_index",
     "unstack", "unwrap", "vander", "var", "vdot", "vecdot", "vecmat", "vstack", "where", "zeros_like",
 )
-# Reductions whose one-argument call (``sum(x)``) has a faster eager path of its own.
-_REPLAYED_BUT_ONE_ARGUMENT = ("sum", "mean", "max", "min", "amax", "amin", "argmax", "ptp")
-
+# (``sum``, ``mean``, ``max`` and ``min`` replay their general path only: ``_reductions.py``.)
 _eager_programs.install(globals(), _REPLAYED)
-_eager_programs.install(globals(), _REPLAYED_BUT_ONE_ARGUMENT, direct_when=_eager_programs.one_array_argument)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array
+from ftrans.core.eager_programs import replayed
 from ftrans.core.operands import (
     as_operand,
     broadcast_to_shape,
@@ -328,6 +329,12 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims:
         if v is not None:
             return _fast_sum(v)
     _no_out("sum", out)
+    return _sum_general(a, axis, dtype, keepdims, initial, where, promote_integers)
+
+
+@replayed  # (the general path only: ``sum(x)`` takes the fast path above, which a wrapper would slow)
+def _sum_general(a: Any, axis: Any, dtype: Any, keepdims: bool, initial: Any, where: Any,
+                 promote_integers: bool) -> Any:
     return _reduction("sum", a, R.reduce_sum_p, 0, bool_prim=R.reduce_or_p, preproc=_cast_to_numeric,
                       upcast_f16=dtype is None, axis=axis, dtype=dtype, keepdims=keepdims,
                       initial=initial, where=where, promote_integers=promote_integers, combine=E.add_p)
@@ -403,6 +410,11 @@ def max(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # n
         if v is not None and (r := _fast_extremum(v, np.maximum)) is not None:
             return r
     _no_out("max", out)
+    return _max_general(a, axis, keepdims, initial, where)
+
+
+@replayed  # (the general path only, as ``sum``'s)
+def _max_general(a: Any, axis: Any, keepdims: bool, initial: Any, where: Any) -> Any:
     return _reduction("max", a, R.reduce_max_p, -np.inf, has_identity=False, axis=axis,
                       keepdims=keepdims, initial=initial, where=where, combine=E.max_p)
 
@@ -440,6 +452,11 @@ def min(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # n
         if v is not None and (r := _fast_extremum(v, np.minimum)) is not None:
             return r
     _no_out("min", out)
+    return _min_general(a, axis, keepdims, initial, where)
+
+
+@replayed  # (the general path only, as ``sum``'s)
+def _min_general(a: Any, axis: Any, keepdims: bool, initial: Any, where: Any) -> Any:
     return _reduction("min", a, R.reduce_min_p, np.inf, has_identity=False, axis=axis,
                       keepdims=keepdims, initial=initial, where=where, combine=E.min_p)
 
@@ -600,6 +617,11 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims
         if v is not None:
             return _fast_mean(v)
     _no_out("mean", out)
+    return _mean_general(a, axis, dtype, keepdims, where)
+
+
+@replayed  # (the general path only, as ``sum``'s)
+def _mean_general(a: Any, axis: Any, dtype: Any, keepdims: bool, where: Any) -> Any:
     x = _operand("mean", a)
     d = dtype_weak(x)[0]
     shape = tuple(shape_of(x))
