@@ -532,6 +532,11 @@ def _uniform_core(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtyp
     rng_bits = 8 if nmant < 8 else nbits
     uint = _UINT[nbits]
     b = _prng.random_bits(k, rng_bits, shape)
+    if rng_bits == 8:
+        # An 8-bit float's transcendental consumers (erf_inv, log1p: computed wider and narrowed again)
+        # would each have XLA fuse in a copy of the cipher that makes the bits; jaxlib 0.12's CPU emitters
+        # then take minutes to compile a (3, 128, 8) normal draw.  The bits are computed once instead.
+        b = lax.optimization_barrier(b)
     if rng_bits != nbits:
         b = _convert(b, uint)
     # Random mantissa under the exponent of 1.0: a float in [1, 2), shifted to [0, 1).
