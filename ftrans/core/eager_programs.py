@@ -16,8 +16,11 @@ operands are all constants run once, when the program is built.
 
 The replay applies only where the op-by-op path would run the same rules on the host: no transform or
 debug check anywhere (``trace.eager_everywhere``), no ``default_device`` placement, every array
-argument a host ``Array`` (lists and tuples of them are walked). Anything else (a tracer, a NumPy or
-device array, a key, a callable) calls the function itself. So does a signature whose trace fails (a
+argument a host ``Array`` or a NumPy array (lists and tuples of them are walked). A NumPy array enters the
+program as the library converts it (``as_operand``: its canonical dtype, strongly typed), so the trace sees
+what the op-by-op call computes with; a function that reads it as a static value (``reshape``'s shape) fails
+to trace and is called directly. Anything else (a tracer, a device array, a key, a callable, a NumPy
+subclass or a string array) calls the function itself. So does a signature whose trace fails (a
 function that reads values, or the user's bad input, whose error the direct call then raises at the
 user's line), warns (the warning must show on every call), or holds an equation with effects, a key or a
 nested ``jit``. A scalar integer or bool array is part of the signature by value: the library may read it
@@ -39,6 +42,7 @@ import numpy as np
 
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
+from ftrans.core import dtypes as _dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
@@ -63,10 +67,12 @@ stats = {"builds": 0, "direct": 0, "bodies": 0}
 _tracing = threading.local()  # ``flag``: this thread is tracing a composite for a program (``building``)
 enabled = True  # off: every call runs op by op (tests compare the two paths)
 _registry: list = []  # every replayed function's state (for ``clear``)
+_canon: dict = {}  # a NumPy argument's dtype -> the dtype the library converts it to (under the current config)
 
 
 def clear() -> None:
     """Forget every cached program (a config option changed: a trace may now differ)."""
+    _canon.clear()
     for st in _registry:
         st.programs.clear()
         st.misses = st.hits = 0
@@ -115,12 +121,39 @@ def _walk(a: Any, key: list, vals: list) -> None:
         else:
             key.append((v.shape, v.dtype, a.weak_type))
             vals.append(v)
+    elif t is _ndarray:
+        d = a.dtype
+        c = _canon.get(d) or _canonical(d)
+        if a.ndim == 0 and c.kind in "iub":  # (static, as an Array's: passed as itself)
+            key.append((_ndarray, d, a.item()))
+        else:
+            key.append((_ndarray, a.shape, d))
+            vals.append(a if d == c else _converted(a, c))
     elif t is tuple or t is list:
         key.append((t, len(a)))
         for x in a:
             _walk(x, key, vals)
     else:
         key.append(_static_key(a))
+
+
+def _canonical(d: np.dtype) -> np.dtype:
+    """The dtype the library converts a NumPy array of ``d`` to (``as_operand``), remembered per dtype (a config
+    change clears it with the programs)."""
+    if d.kind not in "biufc" and type(d) not in _trace._WIDE_KINDS:
+        raise _NotReplayable  # (strings, objects, datetimes: the function itself answers)
+    try:
+        c = _dtypes.canonicalize(d)
+    except Exception:  # noqa: BLE001
+        raise _NotReplayable from None
+    _canon[d] = c
+    return c
+
+
+def _converted(a: np.ndarray, c: np.dtype) -> np.ndarray:
+    """``a`` as ``convert`` makes it for a NumPy operand: ``astype``, with NumPy's warnings off."""
+    with np.errstate(all="ignore"):
+        return a.astype(c)
 
 
 def _as_value(a: Array) -> bool:
@@ -132,11 +165,17 @@ def _as_value(a: Array) -> bool:
     return v.ndim == 0 and v.dtype.kind in "iub"
 
 
+def _np_as_value(a: np.ndarray) -> bool:
+    return a.ndim == 0 and _canon[a.dtype].kind in "iub"
+
+
 def _swap(a: Any, it: Any) -> Any:
     """``a`` with its arrays replaced, in ``_walk``'s order, by the values ``it`` yields."""
     t = type(a)
     if t is Array:
         return a if _as_value(a) else next(it)
+    if t is _ndarray:
+        return a if _np_as_value(a) else next(it)
     if t is tuple:
         return tuple([_swap(x, it) for x in a])
     if t is list:
@@ -148,6 +187,9 @@ def _arrays_in(a: Any, out: list) -> list:
     t = type(a)
     if t is Array:
         if not _as_value(a):
+            out.append(a)
+    elif t is _ndarray:
+        if not _np_as_value(a):
             out.append(a)
     elif t is tuple or t is list:
         for x in a:
@@ -421,7 +463,8 @@ def _build(fn: Callable, args: tuple, kwargs: dict) -> Any:
     arrays = _arrays_in(args, [])
     if kwargs:
         _arrays_in(list(kwargs.values()), arrays)
-    avals = [ShapedArray(a._value.shape, a._value.dtype, a.weak_type) for a in arrays]
+    avals = [ShapedArray(a._value.shape, a._value.dtype, a.weak_type) if type(a) is Array
+             else ShapedArray(a.shape, _canon[a.dtype], False) for a in arrays]  # (a NumPy array: strong)
     box: list = []
 
     def flat(*tracers: Any) -> list:

@@ -357,6 +357,17 @@ def rank_promotion(name: str, shapes: list) -> None:
             "'allow')")
 
 
+def index_seq(x: Any) -> Any:
+    """An int-or-sequence argument (an axis, a shape, ``tile``'s reps) as a sequence, read as JAX reads it: a
+    tuple or list as it is, a NumPy or ftrans array of one or more dimensions element by element, anything
+    else (an int, a 0-d array, a tracer, which the caller then refuses as not static) as one value."""
+    if isinstance(x, (tuple, list)):
+        return x
+    if getattr(x, "ndim", 0) and isinstance(x, (np.ndarray, Array)):
+        return tuple(x)
+    return (x,)
+
+
 def canonicalize_axis(name: str, axis: Any, ndim: int) -> int:
     try:
         ax = operator.index(axis)  # as JAX: a float axis (1.0) is a TypeError, not truncated

@@ -192,11 +192,13 @@ def sparse_plus(x: Any) -> Any:
 
 def sparse_sigmoid(x: Any) -> Any:
     """``clip((x + 1) / 2, 0, 1)``, the derivative of ``sparse_plus``."""
+    x = _arraylike("sparse_sigmoid", x)  # (a NumPy array's ``x + 1.0`` would be NumPy's float64 arithmetic)
     return 0.5 * jnp.clip(x + 1.0, 0.0, 2.0)
 
 
 def hard_sigmoid(x: Any) -> Any:
     """``relu6(x + 3) / 6``."""
+    x = _arraylike("hard_sigmoid", x)
     return relu6(x + 3.0) / 6.0
 
 

@@ -26,6 +26,7 @@ from ftrans.core.operands import (
     check_arraylike,
     concrete_or_error,
     dtype_weak,
+    index_seq,
     maybe_concrete,
     shape_of,
 )
@@ -65,11 +66,9 @@ def _static_int(name: str, what: str, v: Any) -> int:
 
 def _axis_seq(axis: Any) -> tuple | list:
     """An axis argument as a sequence: one int, or any iterable of ints (a range, a generator)."""
-    if isinstance(axis, (tuple, list)):
-        return axis
     if hasattr(axis, "__iter__") and not hasattr(axis, "__index__") and not hasattr(axis, "shape"):
         return tuple(axis)
-    return (axis,)
+    return index_seq(axis)
 
 
 def _axes_tuple(name: str, axis: Any, nd: int) -> tuple[int, ...]:
@@ -552,7 +551,7 @@ def squeeze(a: Any, axis: Any = None) -> Any:
 
 # ---------------------------------------------------------------- broadcasting
 def _shape_tuple(name: str, shape: Any) -> tuple[int, ...]:
-    seq = shape if isinstance(shape, (tuple, list)) else (shape,)
+    seq = index_seq(shape)
     dims = [concrete_or_error(d, f"{name}: the shape") for d in seq]
     try:
         out = tuple(as_dim(d) for d in dims)
@@ -1132,7 +1131,7 @@ def tile(A: Any, reps: Any) -> Any:  # noqa: N803 - NumPy's name
         `repeat`, `broadcast_to`.
     """
     x = _operand("tile", A)
-    seq = reps if isinstance(reps, (tuple, list)) else (reps,)
+    seq = _axis_seq(reps)  # (as JAX: any iterable of integers, a NumPy or ftrans array of them too)
     r = tuple(v if isinstance(v, DimExpr) else _static_int("tile", "reps", v) for v in seq)
     if any(v < 0 for v in r):
         raise FtransValueError(f"tile: reps {r} must be non-negative")
@@ -1450,7 +1449,7 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), _shp(x))
     nd = len(_shp(x))
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    axes = index_seq(axis)
     axes = [canonicalize_axis("roll", _static_int("roll", "axis", ax), nd) for ax in axes]
     shift = maybe_concrete(shift)
     if isinstance(shift, Tracer):
