@@ -3,6 +3,7 @@
     python benchmarks/eager_composites.py            # about a minute
     python benchmarks/eager_composites.py --quick    # fewer repeats, for a smoke test
     python benchmarks/eager_composites.py --cpu-time # process CPU time: steadier on a loaded machine
+    python benchmarks/eager_composites.py --numpy-args  # the arguments are NumPy arrays (both libraries)
 
 A composite is a library function made of several primitives (``jnp.var``, ``jnp.ldexp``,
 ``nn.softmax``, ``scipy.special.ndtri``, ``norm.cdf``, ...), called eagerly on small arrays (16 float32
@@ -101,14 +102,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke test, noisier)")
     ap.add_argument("--cpu-time", action="store_true", help="time in this process's CPU time")
+    ap.add_argument("--numpy-args", action="store_true",
+                    help="pass NumPy arrays (as a notebook often does) instead of each library's arrays")
     args = ap.parse_args(argv)
     global PER_CALL_TIMER
     PER_CALL_TIMER = time.process_time if args.cpu_time else time.perf_counter
     number, repeat, runs = (50, 3, 3) if args.quick else (300, 5, 5)
     print(f"python {platform.python_version()}, numpy {np.__version__}, jax {jax.__version__}, "
           f"ftrans {ftrans.__version__}, {platform.machine()} ({os.cpu_count()} cpus)")
-    fl = Lib(fjnp, fnn, fsp, fst, fjnp.asarray, lambda v: v)
-    jl = Lib(jjnp, jax.nn, jsp, jst, jjnp.asarray, jax.block_until_ready)
+    keep = (lambda v: v) if args.numpy_args else None
+    fl = Lib(fjnp, fnn, fsp, fst, keep or fjnp.asarray, lambda v: v)
+    jl = Lib(jjnp, jax.nn, jsp, jst, keep or jjnp.asarray, jax.block_until_ready)
+    print("arguments: NumPy arrays" if args.numpy_args else "arguments: each library's arrays")
     print(f"\n{'case':<26}{'ftrans':>10}{'op by op':>10}{'jax':>10}{'ftrans/jax':>12}{'op-by-op/jax':>14}")
     worst = 0.0
     slower = []
