@@ -122,11 +122,9 @@ GRAD_CASES = [(d, f) for d, f in CASES if DISTS[d][0] != "k" and f in ("logpdf",
 
 @functools.cache
 def results(dist):
-    """jax's values and gradients of every function of ``dist``, and ftrans's ``jit`` values: one jax program
-    and one ftrans program per distribution (a compile per function was most of this file's time). The
-    inputs are the programs' arguments, so nothing is constant-folded. (Every function is elementwise in all
-    its arguments, so its ``vmap`` over them is its values: test_vmap holds ftrans's ``vmap`` to jax's values,
-    where a ``jax.vmap`` of each beside them made the program jax compiled half as large again.)"""
+    """jax's values, ``vmap`` values and gradients of every function of ``dist``, and ftrans's ``jit``
+    values: one jax program and one ftrans program per distribution (a compile per function was most of
+    this file's time). The inputs are the programs' arguments, so nothing is constant-folded."""
     fns = [f for d, f in CASES if d == dist]
     inputs = {fn: args_for(dist, fn) for fn in fns}
     grads = {f: grad_case(dist, f) for d, f in GRAD_CASES if d == dist}
@@ -136,6 +134,8 @@ def results(dist):
         for fn, args in inputs.items():
             g = getattr(getattr(jst, dist), fn)
             out[fn] = g(*args)
+            if fn in VMAP_FUNCS:
+                out["vmap:" + fn] = jax.vmap(g)(*args)
         for fn, args in grad_inputs.items():
             g = getattr(getattr(jst, dist), fn)
             out["grad:" + fn] = jax.grad(lambda *v: g(*v).sum(), grads[fn][1])(*args)
@@ -164,7 +164,7 @@ def _fixed_in_jax012(dist, want):
             cot = np.where(q < 0.5, -1 / np.tan(np.pi * q), 1 / np.tan(np.pi * (1 - q)))
             t = np.where(q == 0.5, 0.0, np.where(q == 0, -np.inf, np.where(q == 1, np.inf, cot)))
             t = np.where((q < 0) | (q > 1), np.nan, t)
-        want["ppf"] = (loc + scale * t).astype(F)
+        want["ppf"] = want["vmap:ppf"] = (loc + scale * t).astype(F)
         want["isf"] = (loc - scale * t).astype(F)
     if dist == "uniform":
         # jax 0.12's cdf is clip(z, 0, 1), whose maximum/minimum split a tie: at an end of the interval
@@ -187,7 +187,7 @@ def test_values(dist, fn):
 def test_vmap(dist, fn):
     args = args_for(dist, fn)
     f = getattr(getattr(fst, dist), fn)
-    close(ftrans.vmap(f)(*args), results(dist)[0][fn])
+    close(ftrans.vmap(f)(*args), results(dist)[0]["vmap:" + fn])
 
 
 @pytest.mark.parametrize("dist,fn", GRAD_CASES)
