@@ -110,12 +110,15 @@ ALL_CASES = [
     ("weibull_min", (np.array([1.0, 2.0], F32), 0.5, (3, 2)), {}),
     ("gamma", (A4,), {}),
     same_path("gamma", (2.0, (3, 2)), {}),
-    ("gamma", (np.array([[0.1], [5.0]], F32), (2, 3)), {}),
+    same_path("gamma", (np.array([[0.1], [5.0]], F32), (2, 3)), {}),
     same_path("gamma", (A4, None, np.float16), {}),
-    ("gamma", (A4, None, BF16), {}),
+    same_path("gamma", (A4, None, BF16), {}),
+    # (a broadcast shape parameter with bfloat16 draws: the two cases above in one program, below and above 1)
+    ("gamma", (np.array([[0.1], [5.0]], F32), (2, 3), BF16), {}),
     ("loggamma", (A4,), {}),
     same_path("loggamma", (0.01, (5,)), {}),
-    ("beta", (0.5, 2.0, (5,)), {}),
+    # (scalar parameters with a shape: the float16 case below takes that form too)
+    same_path("beta", (0.5, 2.0, (5,)), {}),
     ("beta", (A4, A4[::-1].copy()), {}),
     ("beta", (0.05, 0.05, (4,), np.float16), {}),
     ("dirichlet", (DIR_A, (2,)), {}),
@@ -131,7 +134,7 @@ ALL_CASES = [
     ("poisson", (LAM,), {}),
     same_path("poisson", (3.0, (5,)), {}),
     same_path("poisson", (np.array([1.0, 50.0], F32), (3, 2)), {}),
-    ("poisson", (LAM[:4], None, np.int16), {}),
+    same_path("poisson", (LAM[:4], None, np.int16), {}),  # (another integer dtype)
     same_path("geometric", (0.3, (5,)), {}),
     ("geometric", (np.array([0.01, 0.5, 0.99], F32),), {}),
     same_path("rayleigh", (2.0, (5,)), {}),
@@ -155,8 +158,10 @@ ALL_CASES = [
     ("multivariate_normal", (np.stack([MEAN, -MEAN]), COV), {}),
     ("binomial", (BIN_N, BIN_P), {}),
     same_path("binomial", (10.0, 0.3, (5,)), {}),
-    ("binomial", (np.float32(np.nan), np.array([0.2, -0.1, np.nan], F32)), {}),
-    ("binomial", (np.float32(np.inf), np.array([0.2, 0.7], F32)), {}),
+    # NaN and infinite counts against every kind of probability, the counts broadcast against it (one program)
+    ("binomial", (np.array([[np.nan], [np.inf]], F32), np.array([0.2, 0.7, -0.1, np.nan], F32)), {}),
+    same_path("binomial", (np.float32(np.nan), np.array([0.2, -0.1, np.nan], F32)), {}),
+    same_path("binomial", (np.float32(np.inf), np.array([0.2, 0.7], F32)), {}),
     ("multinomial", (20.0, MN_P), {}),
     same_path("multinomial", (np.array([5.0, 50.0], F32), np.array([0.25, 0.25, 0.5], F32)), {"shape": (2, 3)}),
 ]
@@ -255,8 +260,11 @@ def test_under_jit_parameters_traced(name, args):
     same_bits(ours, jax_call(name, KEYS[42], *args))
 
 
-VMAP_CASES = [("gamma", (A4,)), ("loggamma", (A4,)), ("beta", (0.5, 2.0, (5,))), ("poisson", (LAM,)),
-              ("binomial", (BIN_N, BIN_P)), ("dirichlet", (DIR_A, (2,))), ("laplace", ((3, 4),)),
+# loggamma and beta batch through gamma's rule (random_gamma_p's batched split, then one loop), as dirichlet
+# does: the thorough run only here (their vmap over keys is checked in the quick run too, loggamma's in
+# test_random_gamma_primitive.py, beta's in test_random_rbg.py)
+VMAP_CASES = [("gamma", (A4,)), *([("loggamma", (A4,)), ("beta", (A4, A4[::-1].copy()))] if THOROUGH else []),
+              ("poisson", (LAM,)), ("binomial", (BIN_N, BIN_P)), ("dirichlet", (DIR_A, (2,))), ("laplace", ((3, 4),)),
               ("orthogonal", (3, (2,))), ("multinomial", (20.0, MN_P))]
 
 

@@ -216,11 +216,14 @@ def test_discrete_grads_in_parameters():
 
 def test_poisson_cdf_and_entropy():
     mu = a(0.0, 0.5, 3.0, 9.9, 25.0, 99.0, 150.0)
-    close(fst.poisson.entropy(mu), jst.poisson.entropy(mu), 1e-4, 1e-5)
-    close(fst.poisson.cdf(K, 3.5), jst.poisson.cdf(K, 3.5))
-    # loc does not change the entropy, but its shape broadcasts into the result's (as in JAX)
     m, loc = np.full((3, 1), 2.5, np.float32), np.zeros((2, 3, 4), np.float32)
-    got, want = fst.poisson.entropy(m, loc), jst.poisson.entropy(m, loc)
+    # jax's values from one program (eagerly jax compiles each of its operations apart)
+    entropy, cdf, want = jax.jit(lambda mu, k, m, loc: (jst.poisson.entropy(mu), jst.poisson.cdf(k, F(3.5)),
+                                                        jst.poisson.entropy(m, loc)))(mu, K, m, loc)
+    close(fst.poisson.entropy(mu), entropy, 1e-4, 1e-5)
+    close(fst.poisson.cdf(K, 3.5), cdf)
+    # loc does not change the entropy, but its shape broadcasts into the result's (as in JAX)
+    got = fst.poisson.entropy(m, loc)
     assert got.shape == want.shape == (2, 3, 4)
     close(got, want, 1e-4, 1e-5)
 
@@ -231,11 +234,15 @@ def test_multivariate_normal():
     cov = (m.T @ m + np.eye(3)).astype(F)
     x = rng.standard_normal((5, 3)).astype(F)
     mean = a(0.1, -0.2, 0.3)
-    for args in [(x, mean, cov), (x, mean, F(2.0)), (x[:, 0], F(0.5), F(1.5)), (x, np.stack([mean] * 5), cov)]:
-        close(fst.multivariate_normal.logpdf(*args), jst.multivariate_normal.logpdf(*args), 1e-4, 1e-5)
-        close(ftrans.jit(fst.multivariate_normal.pdf)(*args), jst.multivariate_normal.pdf(*args), 1e-4, 1e-7)
+    cases = [(x, mean, cov), (x, mean, F(2.0)), (x[:, 0], F(0.5), F(1.5)), (x, np.stack([mean] * 5), cov)]
+    # jax's values and gradient from one program (eagerly jax compiles each of its operations apart)
+    logpdfs, pdfs, theirs = jax.jit(lambda cases, x, mean, cov: (
+        [jst.multivariate_normal.logpdf(*args) for args in cases], [jst.multivariate_normal.pdf(*args) for args in cases],
+        jax.grad(lambda mu, c: jst.multivariate_normal.logpdf(x, mu, c).sum(), (0, 1))(mean, cov)))(cases, x, mean, cov)
+    for args, logpdf, pdf in zip(cases, logpdfs, pdfs, strict=True):
+        close(fst.multivariate_normal.logpdf(*args), logpdf, 1e-4, 1e-5)
+        close(ftrans.jit(fst.multivariate_normal.pdf)(*args), pdf, 1e-4, 1e-7)
     ours = ftrans.grad(lambda mu, c: fst.multivariate_normal.logpdf(x, mu, c).sum(), (0, 1))(mean, cov)
-    theirs = jax.grad(lambda mu, c: jst.multivariate_normal.logpdf(x, mu, c).sum(), (0, 1))(mean, cov)
     for o, t in zip(ours, theirs):
         close(o, t, 1e-3, 1e-5)
     with pytest.raises(ValueError, match="incompatible"):
@@ -248,15 +255,20 @@ def test_dirichlet_and_multinomial():
     alpha = a(1.5, 2.0, 0.7)
     x = a(0.2, 0.5, 0.3)
     xs = np.array([[0.2, 0.1], [0.5, 0.6]], F)  # the last component implied
-    for args in [(x, alpha), (xs, alpha), (a(0.2, 0.9, 0.3), alpha)]:
-        close(fst.dirichlet.logpdf(*args), jst.dirichlet.logpdf(*args), 1e-5, 1e-5)
-    close(ftrans.grad(lambda al: fst.dirichlet.logpdf(x, al))(alpha), jax.grad(lambda al: jst.dirichlet.logpdf(x, al))(alpha),
-          1e-4, 1e-5)
+    cases = [(x, alpha), (xs, alpha), (a(0.2, 0.9, 0.3), alpha)]
     counts = np.array([2, 3, 5], np.int32)
     p = a(0.2, 0.3, 0.5)
-    for n in (10, 9):
-        close(fst.multinomial.logpmf(counts, n, p), jst.multinomial.logpmf(counts, n, p), 1e-5, 1e-5)
-    close(fst.multinomial.pmf(counts, 10, p), jst.multinomial.pmf(counts, 10, p), 1e-5, 1e-6)
+    # jax's values and gradient from one program (eagerly jax compiles each of its operations apart)
+    logpdfs, grad, logpmfs, pmf = jax.jit(lambda cases, x, alpha, counts, p: (
+        [jst.dirichlet.logpdf(*args) for args in cases], jax.grad(lambda al: jst.dirichlet.logpdf(x, al))(alpha),
+        [jst.multinomial.logpmf(counts, n, p) for n in (10, 9)], jst.multinomial.pmf(counts, 10, p)))(
+            cases, x, alpha, counts, p)
+    for args, logpdf in zip(cases, logpdfs, strict=True):
+        close(fst.dirichlet.logpdf(*args), logpdf, 1e-5, 1e-5)
+    close(ftrans.grad(lambda al: fst.dirichlet.logpdf(x, al))(alpha), grad, 1e-4, 1e-5)
+    for n, logpmf in zip((10, 9), logpmfs, strict=True):
+        close(fst.multinomial.logpmf(counts, n, p), logpmf, 1e-5, 1e-5)
+    close(fst.multinomial.pmf(counts, 10, p), pmf, 1e-5, 1e-6)
     with pytest.raises(ValueError, match="integer"):
         fst.multinomial.logpmf(counts.astype(F), 10, p)
     with pytest.raises(ValueError, match="one-dimensional"):
