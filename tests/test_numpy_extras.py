@@ -51,6 +51,9 @@ def _static_key(v):
 
 
 _JAX_PROGRAMS: dict = {}
+# jax's programs are compiled without LLVM's optimizing passes (level 0; the suite's default is 1): less compile
+# time, the same values up to float rounding (which the tolerances are for).  ftrans's compile as they always do.
+_ORACLE_OPTIONS = {"xla_backend_optimization_level": 0}
 
 
 def _jax_oracle(name, args, dyn, kw):
@@ -61,7 +64,7 @@ def _jax_oracle(name, args, dyn, kw):
     key = (name, tuple(dyn), tuple(_static_key(a) for i, a in enumerate(args) if i not in dyn),
            tuple((k, _static_key(v)) for k, v in sorted(kw.items())))
     if key not in _JAX_PROGRAMS:
-        _JAX_PROGRAMS[key] = jax.jit(_with_arrays(getattr(jn, name), args, dyn, kw))
+        _JAX_PROGRAMS[key] = jax.jit(_with_arrays(getattr(jn, name), args, dyn, kw), compiler_options=_ORACLE_OPTIONS)
     try:
         return _JAX_PROGRAMS[key](*[args[i] for i in dyn])
     except Exception:  # noqa: BLE001 - eager jax then raises or answers as before
