@@ -78,12 +78,32 @@ def _tol(d: np.dtype) -> float:
     return {np.dtype(np.float16): 2e-3, BF16: 1e-2}.get(d, 2e-6)
 
 
-def check(name: str, f_ftrans, f_jax, x_f, x_j, values: bool = True) -> None:
+def _jax_values(f_jaxes, x_j) -> list:
+    """``_run(f, x_j)`` for each of ``f_jaxes``, the values from one jitted jax program: which functions jax
+    refuses comes from tracing (``jax.eval_shape``), and one compile serves them all where eager jax would
+    compile each function separately."""
+    errs = [_run(lambda x, f=f: jax.eval_shape(f, x), x_j)[1] for f in f_jaxes]
+    ok = [f for f, e in zip(f_jaxes, errs) if e is None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values = iter(jax.jit(lambda x: [f(x) for f in ok])(x_j) if ok else [])
+    return [(None, e) if e is not None else (next(values), None) for e in errs]
+
+
+def check_all(checks, x_f, x_j) -> None:
+    """``check`` for each ``(name, f_ftrans, f_jax, values)`` of ``checks``, jax's values from one program."""
+    wants = iter(_jax_values([c[2] for c in checks if c[3]], x_j))
+    for name, f_ftrans, f_jax, values in checks:
+        check(name, f_ftrans, f_jax, x_f, x_j, values, want=next(wants) if values else None)
+
+
+def check(name: str, f_ftrans, f_jax, x_f, x_j, values: bool = True, want=None) -> None:
     """Eager == staged bit for bit; jax's dtype and weak type (``jax.eval_shape``: no compiling),
-    and jax's values when ``values`` (each new jax shape and dtype costs a compile)."""
+    and jax's values when ``values`` (each new jax shape and dtype costs a compile; ``want``: jax's
+    ``(value, error)`` computed already)."""
     eager, e_err = _run(f_ftrans, x_f)
     traced, t_err = _run(lambda x: staged(f_ftrans, x), x_f)
-    want, j_err = _run(lambda x: (f_jax(x) if values else jax.eval_shape(f_jax, x)), x_j)
+    want, j_err = want or _run(lambda x: (f_jax(x) if values else jax.eval_shape(f_jax, x)), x_j)
     want_aval = None if want is None else (want.aval if values else want)
     assert (e_err is None) == (t_err is None), f"{name}: eager {e_err!r} vs staged {t_err!r}"
     assert (e_err is None) == (j_err is None), f"{name}: ftrans {e_err!r} vs jax {j_err!r}"
@@ -125,8 +145,8 @@ def _id(case):
 def test_unary(case):
     d, s, w = case
     x_f, x_j = _inputs(d, s, w)
-    for name in UNARY:
-        check(f"{name}({_id(case)})", getattr(fnp, name), getattr(jnp, name), x_f, x_j, s == (5,))
+    check_all([(f"{name}({_id(case)})", getattr(fnp, name), getattr(jnp, name), s == (5,)) for name in UNARY],
+              x_f, x_j)
 
 
 # Overflow in NumPy's +, -, * (1e30 * 2.0 in float16) warns unless ftrans's
@@ -136,28 +156,28 @@ def test_unary(case):
 def test_scalar_binary(case):
     d, s, w = case
     x_f, x_j = _inputs(d, s, w)
-    for name in SCALAR_BINARY:
-        for c in (2.0, -0.5, 1e30):
-            check(f"{name}({_id(case)}, {c})", lambda x, n=name, c=c: getattr(fnp, n)(x, c),
-                  lambda x, n=name, c=c: getattr(jnp, n)(x, c), x_f, x_j, s == (5,) and c == 2.0)
-    check(f"x * 2.0 ({_id(case)})", lambda x: x * 2.0, lambda x: x * 2.0, x_f, x_j, False)
+    checks = [(f"{name}({_id(case)}, {c})", lambda x, n=name, c=c: getattr(fnp, n)(x, c),
+               lambda x, n=name, c=c: getattr(jnp, n)(x, c), s == (5,) and c == 2.0)
+              for name in SCALAR_BINARY for c in (2.0, -0.5, 1e30)]
+    checks.append((f"x * 2.0 ({_id(case)})", lambda x: x * 2.0, lambda x: x * 2.0, False))
     # The operator slots' own scalar path (float arrays, Python float or int32-sized int, either side).
     for c in (2.0, -3, 1e30, 7):
         for name, op in (("x + c", lambda x, c=c: x + c), ("c + x", lambda x, c=c: c + x),
                          ("x - c", lambda x, c=c: x - c), ("c - x", lambda x, c=c: c - x),
                          ("x * c", lambda x, c=c: x * c), ("c * x", lambda x, c=c: c * x),
                          ("x < c", lambda x, c=c: x < c), ("c >= x", lambda x, c=c: c >= x)):
-            check(f"{name} ({_id(case)}, {c})", op, op, x_f, x_j, s == (5,))
+            checks.append((f"{name} ({_id(case)}, {c})", op, op, s == (5,)))
+    check_all(checks, x_f, x_j)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_reductions(case):
     d, s, w = case
     x_f, x_j = _inputs(d, s, w)
-    for name in REDUCTIONS:
-        check(f"{name}({_id(case)})", getattr(fnp, name), getattr(jnp, name), x_f, x_j, s == (5,))
-        check(f"x.{name}() ({_id(case)})", lambda x, n=name: getattr(x, n)(),
-              lambda x, n=name: getattr(x, n)(), x_f, x_j, False)
+    check_all([c for name in REDUCTIONS for c in (
+        (f"{name}({_id(case)})", getattr(fnp, name), getattr(jnp, name), s == (5,)),
+        (f"x.{name}() ({_id(case)})", lambda x, n=name: getattr(x, n)(), lambda x, n=name: getattr(x, n)(), False))],
+        x_f, x_j)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16, np.int8], ids=str)

@@ -21,6 +21,7 @@ from jax._src.numpy import error as jnp_jerr
 import ftrans
 import ftrans.numpy as fjnp
 from ftrans.numpy import error as jnp_ferr
+from tests.thorough import THOROUGH
 
 # ``ftrans.error_check`` is imported by the first test that runs, not at collection: importing it makes the
 # error state (a ref), and the other test modules of this process should run as they would without it.
@@ -238,12 +239,14 @@ def test_nan_checks(jit, fn, bad, good):
     _both(program)
 
 
-DIV_CASES = [(f, d) for f in ("divmod", "floor_divide", "mod", "remainder", "true_divide", "fmod")
-             for d in ("int32", "uint8", "float32", "bfloat16")]
+# Every (function, dtype) pair, eager or under jit: in the quick run a pair runs in one of the two modes
+# (alternating, so each function and each dtype meets both); the thorough run takes both for every pair.
+DIV_CASES = [(jit, f, d) for i, f in enumerate(("divmod", "floor_divide", "mod", "remainder", "true_divide", "fmod"))
+             for j, d in enumerate(("int32", "uint8", "float32", "bfloat16"))
+             for jit in ((False, True) if THOROUGH else ((False, True)[(i + j) % 2],))]
 
 
-@pytest.mark.parametrize("jit", [False, True])
-@pytest.mark.parametrize("fn,dtype", DIV_CASES)
+@pytest.mark.parametrize("jit,fn,dtype", DIV_CASES)
 def test_divide_checks(jit, fn, dtype):
     def program(lib, jnp, ec, jerr):
         f = getattr(jnp, fn)

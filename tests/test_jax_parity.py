@@ -1,5 +1,6 @@
 """Places where ftrans used to differ from JAX (issue 14), each checked against jax itself."""
 
+import functools
 import warnings
 
 import jax
@@ -14,6 +15,7 @@ import ftrans
 import ftrans.lax as flax
 import ftrans.numpy as fnp
 from ftrans import errors
+from tests.thorough import THOROUGH
 
 
 def _both(fn, *args):
@@ -77,19 +79,25 @@ VIEW_CASES = [("float32", (2, 6), "int32"), ("float32", (6,), "uint8"), ("int8",
               ("int4", (2, 8), "int16"), ("int16", (3,), "uint4")]
 
 
-@pytest.mark.parametrize("src, shape, dst", VIEW_CASES)
-@pytest.mark.parametrize("jit", [False, True])
-def test_view_matches_jax(src, shape, dst, jit):
+def _view_input(src, shape):
     rng = np.random.default_rng(0)
     x = (rng.integers(0, 2, shape) if src in ("bool", "uint8") else rng.integers(-8, 8, shape)
          if src in ("int4", "uint4") else rng.standard_normal(shape) * 100)
-    x = np.asarray(x).astype(src)
+    return np.asarray(x).astype(src)
 
-    def f(mod, x):
-        fn = lambda x: x.view(dst)  # noqa: E731
-        return (mod[0].jit(fn) if jit else fn)(mod[1].asarray(x))
 
-    a, b = _both(f, x)
+@functools.cache
+def _jax_view(src, shape, dst):
+    """jax's view, computed once for both of ftrans's modes (a view is the same bytes eager and jitted)."""
+    return jax.jit(lambda x: x.view(dst))(jnp.asarray(_view_input(src, shape)))
+
+
+@pytest.mark.parametrize("src, shape, dst", VIEW_CASES)
+@pytest.mark.parametrize("jit", [False, True])
+def test_view_matches_jax(src, shape, dst, jit):
+    x = _view_input(src, shape)
+    fn = lambda x: x.view(dst)  # noqa: E731
+    a, b = _jax_view(src, shape, dst), (ftrans.jit(fn) if jit else fn)(fnp.asarray(x))
     assert a.shape == b.shape and a.dtype == b.dtype
     assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
 
@@ -512,14 +520,37 @@ _BINOP_CASES = [(name, *kind[(i + k) % 2]) for i, name in enumerate(BINOPS) for 
     [(name, sa, sb) for name in BINOPS for sa, sb in SHAPES[6:]]
 
 
+def _binop_operands(sa, sb):
+    rng = np.random.default_rng(1)
+    return (rng.standard_normal(sa) + 2).astype(np.float32), (rng.standard_normal(sb) + 2).astype(np.float32)
+
+
+@functools.cache
+def _jax_binop_results(name):
+    """jax's ``name`` at every shape pair of ``_BINOP_CASES`` it accepts (refusals: TypeError, from tracing
+    alone), the values from one jitted program per op instead of an eager compile per shape pair."""
+    op = getattr(jlax, name)
+    ok, out = [], {}
+    for n, sa, sb in _BINOP_CASES:
+        if n != name:
+            continue
+        try:
+            jax.eval_shape(op, *_binop_operands(sa, sb))
+            ok.append((sa, sb))
+        except TypeError:
+            out[sa, sb] = TypeError
+    values = jax.jit(lambda args: [op(a, b) for a, b in args])([_binop_operands(sa, sb) for sa, sb in ok])
+    out.update(zip(ok, values))
+    return out
+
+
 @pytest.mark.parametrize("name, sa, sb", _BINOP_CASES)
 def test_lax_binop_size1_broadcasting_matches_jax(name, sa, sb):
-    rng = np.random.default_rng(1)
-    a = (rng.standard_normal(sa) + 2).astype(np.float32)
-    b = (rng.standard_normal(sb) + 2).astype(np.float32)
-    try:
-        want = getattr(jlax, name)(a, b)
-    except TypeError:
+    a, b = _binop_operands(sa, sb)
+    want = _jax_binop_results(name)[sa, sb]
+    if want is TypeError:
+        with pytest.raises(TypeError):
+            getattr(jlax, name)(a, b)
         with pytest.raises(TypeError):
             getattr(flax, name)(a, b)
         with pytest.raises(TypeError):
@@ -571,32 +602,40 @@ ARRS = {"f32": np.ones(3, np.float32), "i32": np.ones(3, np.int32), "u8": np.one
 _SCALARS = [0, 0.0, True, 1j, np.float32(2), np.int32(2)]
 
 
-def _jax_scalar_results(arr, name):
-    """jax's ("ok", x op s, s op x) or ("TypeError",) for every scalar s of ``_SCALARS``.
+_SCALAR_OPS = ["add", "mul", "max", "eq", "pow", "shift_left", "bitwise_and"]
+
+
+@functools.cache
+def _jax_scalar_results_all(arr, x64):
+    """jax's ("ok", x op s, s op x) or ("TypeError",) for every op of ``_SCALAR_OPS`` and scalar s of ``_SCALARS``.
 
     Which pairs jax refuses comes from tracing alone (``eval_shape``); the values of the others come
-    from one jitted program (jax's eager lax ops would compile two programs per scalar).
+    from one jitted program per array dtype and x64 mode, all ops together (jax's eager lax ops would
+    compile two programs per scalar, and a program per op would compile seven where one does).
     """
-    op = getattr(jlax, name)
-
-    def both_orders(x, s):
-        return op(x, s), op(s, x) if name != "pow" else None
-
-    x = jnp.asarray(ARRS[arr])
-    ok = []
-    for i, s in enumerate(_SCALARS):
-        try:
-            jax.eval_shape(lambda x: both_orders(x, s), x)
-            ok.append(i)
-        except TypeError:
-            pass
-    values = dict(zip(ok, jax.jit(lambda x: [both_orders(x, _SCALARS[i]) for i in ok])(x)))
-    return [("ok", *values[i]) if i in values else ("TypeError", None, None) for i in range(len(_SCALARS))]
+    with jax.enable_x64(x64), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = jnp.asarray(ARRS[arr])
+        ok = []
+        for name in _SCALAR_OPS:
+            op = getattr(jlax, name)
+            for i, s in enumerate(_SCALARS):
+                def both_orders(x, s=s, op=op, name=name):
+                    return op(x, s), op(s, x) if name != "pow" else None
+                try:
+                    jax.eval_shape(both_orders, x)
+                    ok.append((name, i, both_orders))
+                except TypeError:
+                    pass
+        values = jax.jit(lambda x: [f(x) for _, _, f in ok])(x)
+        found = {(name, i): v for (name, i, _), v in zip(ok, values)}
+        return {name: [("ok", *found[name, i]) if (name, i) in found else ("TypeError", None, None)
+                       for i in range(len(_SCALARS))] for name in _SCALAR_OPS}
 
 
 @pytest.mark.parametrize("x64", [False, True])
 @pytest.mark.parametrize("arr", sorted(ARRS))
-@pytest.mark.parametrize("name", ["add", "mul", "max", "eq", "pow", "shift_left", "bitwise_and"])
+@pytest.mark.parametrize("name", _SCALAR_OPS)
 def test_lax_python_scalar_dtypes_like_jax(x64, arr, name):
     def run(scalar):
         x = fnp.asarray(ARRS[arr])
@@ -607,7 +646,7 @@ def test_lax_python_scalar_dtypes_like_jax(x64, arr, name):
 
     with jax.enable_x64(x64), _x64(x64), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        wants = _jax_scalar_results(arr, name)
+        wants = _jax_scalar_results_all(arr, x64)[name]
         for scalar, a in zip(_SCALARS, wants):  # every scalar kind against every array dtype and op
             b = run(scalar)
             assert a[0] == b[0], (scalar, a, b)
@@ -680,10 +719,12 @@ def _rel_err(got, exact):
 _RED_SHAPES = [(10000, 8), (8, 10000), (100000, 3), (300, 300), (20, 30, 40)]
 _RED_AXES = [0, 1, -1, None]
 _RED_NAMES = ["sum", "mean", "var", "std", "cumsum"]
-# Every (shape, axis) pair with two of the reductions, chosen by two Latin squares so that every
-# (reduction, axis) pair meets two shapes and every reduction meets every shape (40 of the 100).
+# Every (shape, axis) pair with one of the reductions, chosen by a Latin square so that every (reduction,
+# axis) pair meets a shape and every reduction meets four of the five shapes (20 of the 100; one summation
+# rule per reduction, over more shapes); the thorough run takes two per pair by two Latin squares, so that
+# every (reduction, axis) pair meets two shapes and every reduction every shape (40 of the 100).
 _RED_CASES = [(shape, axis, _RED_NAMES[(i + j + k) % 5]) for i, shape in enumerate(_RED_SHAPES)
-              for j, axis in enumerate(_RED_AXES) for k in (0, 2)]
+              for j, axis in enumerate(_RED_AXES) for k in ((0, 2) if THOROUGH else (0,))]
 
 
 @pytest.mark.parametrize("shape, axis, name", _RED_CASES)
@@ -707,13 +748,26 @@ def test_eager_float32_reductions_as_accurate_as_xla(shape, axis, name):
     assert _rel_err(getattr(fnp, name)(fnp.asarray(xs), axis=axis), exact) <= 1.5e-7 + 1.05 * _rel_err(want, exact)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "complex64", "float64", "int32"])
-@pytest.mark.parametrize("axes", [(0,), (1,), (0, 2), None])
-def test_eager_sums_of_other_dtypes_match_jax(dtype, axes):
+_SUM_AXES = [(0,), (1,), (0, 2), None]
+
+
+def _sum_input(dtype):
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((50, 60, 70)) * 3 + 1)
-    x = (x + 1j * x[::-1] if dtype == "complex64" else x).astype(jnp.dtype(dtype))
-    a, b = jnp.sum(x, axis=axes), fnp.sum(x, axis=axes)
+    return (x + 1j * x[::-1] if dtype == "complex64" else x).astype(jnp.dtype(dtype))
+
+
+@functools.cache
+def _jax_sums(dtype):
+    """jax's sums over every axes of ``_SUM_AXES``, from one jitted program per dtype."""
+    return jax.jit(lambda x: [jnp.sum(x, axis=axes) for axes in _SUM_AXES])(_sum_input(dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "complex64", "float64", "int32"])
+@pytest.mark.parametrize("axes", _SUM_AXES)
+def test_eager_sums_of_other_dtypes_match_jax(dtype, axes):
+    x = _sum_input(dtype)
+    a, b = _jax_sums(dtype)[_SUM_AXES.index(axes)], fnp.sum(x, axis=axes)
     assert a.dtype == b.dtype and a.shape == b.shape
     t = {"float16": 2e-3, "bfloat16": 1e-2}.get(dtype, 2e-6)
     np.testing.assert_allclose(np.asarray(b, np.complex128), np.asarray(a, np.complex128), rtol=t, atol=t * 50)

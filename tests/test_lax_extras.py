@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -164,13 +165,24 @@ VALUES = np.concatenate([rng.randn(400) * 10.0 ** rng.randint(-40, 40, 400),
                          [np.nan, np.inf, -np.inf, 0.0, -0.0, 65504, 65520, 1e-8, 6e-8, 3e-8, 3.0, 2.5]])
 
 
+_RP_BITS = [(5, 10), (8, 7), (4, 3), (5, 2), (2, 0), (8, 23), (11, 52)]
+
+
+@functools.cache
+def _xla_reduce_precision(dtype):
+    """XLA's ``reduce_precision`` of ``VALUES`` at every width of ``_RP_BITS``, from one jax program."""
+    with np.errstate(over="ignore"):
+        x = VALUES.astype(dtype)
+    return [np.asarray(v) for v in jax.jit(lambda x: [jlax.reduce_precision(x, e, m) for e, m in _RP_BITS])(x)]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
-@pytest.mark.parametrize("bits", [(5, 10), (8, 7), (4, 3), (5, 2), (2, 0), (8, 23), (11, 52)])
+@pytest.mark.parametrize("bits", _RP_BITS)
 def test_reduce_precision_bits_match_xla(dtype, bits):
     with np.errstate(over="ignore"):
         x = VALUES.astype(dtype)
     e, m = bits
-    want = np.asarray(jlax.reduce_precision(x, e, m))
+    want = _xla_reduce_precision(dtype)[_RP_BITS.index(bits)]
     # With no mantissa bits a NaN has no payload to keep: XLA's code gives NaN or infinity there by
     # emitter and LLVM level (its fusion emitters NaN, its loop emitters and some levels infinity).
     either = np.isnan(x) if m == 0 else np.zeros(x.shape, bool)
@@ -592,11 +604,22 @@ def test_stack_unstack():
     close(ftrans.grad(lambda v: (flax.stack([v, v * 2], 1) ** 2).sum())(xs[0]), grad)
 
 
+_RBG_DTYPES = [np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+@functools.cache
+def _xla_rng_bits(algorithm):
+    """XLA's ``rng_bit_generator`` output for every dtype of ``_RBG_DTYPES``, from one jax program."""
+    key = np.array([1, 2, 3, 4], np.uint32)
+    return jax.jit(lambda k: [jlax.rng_bit_generator(k, (3, 2), d, jlax.RandomAlgorithm(algorithm))
+                              for d in _RBG_DTYPES])(key)
+
+
 @pytest.mark.parametrize("algorithm", [0, 1, 2])
-@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("dtype", _RBG_DTYPES)
 def test_rng_bit_generator_bits_are_xlas(algorithm, dtype):
     key = np.array([1, 2, 3, 4], np.uint32)
-    want = jlax.rng_bit_generator(key, (3, 2), dtype, jlax.RandomAlgorithm(algorithm))
+    want = _xla_rng_bits(algorithm)[_RBG_DTYPES.index(dtype)]
     for got in (flax.rng_bit_generator(key, (3, 2), dtype, algorithm),
                 ftrans.jit(lambda k: flax.rng_bit_generator(k, (3, 2), dtype, algorithm))(key)):
         for g, w in zip(got, want):

@@ -58,21 +58,35 @@ def _arrays(args):
 def _jax(module, fn, args):
     """``fn(module, *args)`` under ``jax.jit`` (one compile; eagerly jax compiles each operation apart): the
     array arguments traced, the others fixed.  jit keeps the outputs' weak types."""
+    return _jax_all(module, [fn], args)[0]
+
+
+def _jax_all(module, fns, args):
+    """``[fn(module, *args) for fn in fns]`` as one ``jax.jit`` program (one compile for all of them)."""
     at = [i for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic))]
 
     def call(*arrays):
         full = list(args)
         for i, a in zip(at, arrays):
             full[i] = a
-        return fn(module, *full)
+        return [fn(module, *full) for fn in fns]
 
     with host_oracle():  # ftrans's results compared with it are eager and eval_jaxpr's: host arithmetic
         return jax.jit(call)(*[args[i] for i in at])
 
 
-def check(fn, *args, staged=True):
-    """``fn(module, *args)`` under ftrans (eager and staged) must match it under jax."""
-    exp = _jax(jnp, fn, args)
+def check_all(fns, *args, staged=True):
+    """``check`` of each of ``fns`` (each a function, or ``(function, staged)``) on the same arguments, jax's
+    side of all of them one compiled program."""
+    fns = [f if isinstance(f, tuple) else (f, staged) for f in fns]
+    for (fn, st_), exp in zip(fns, _jax_all(jnp, [f for f, _ in fns], args), strict=True):
+        check(fn, *args, staged=st_, exp=exp)
+
+
+def check(fn, *args, staged=True, exp=None):
+    """``fn(module, *args)`` under ftrans (eager and staged) must match it under jax (``exp``: jax's result
+    computed already)."""
+    exp = _jax(jnp, fn, args) if exp is None else exp
     got = fn(fnp, *args)
     exp_l, got_l = _flat(exp), _flat(got)
     assert len(got_l) == len(exp_l)
@@ -90,9 +104,15 @@ def check(fn, *args, staged=True):
             _assert_leaf(g, e, "staged")
 
 
-def check_lax(fn, *args):
+def check_lax_all(fns, *args):
+    """``check_lax`` of each of ``fns`` on the same arguments, jax's side one compiled program."""
+    for fn, exp in zip(fns, _jax_all(jax.lax, fns, args), strict=True):
+        check_lax(fn, *args, exp=exp)
+
+
+def check_lax(fn, *args, exp=None):
     """The same for lax-level functions (``fn(lax_module, *args)``)."""
-    exp = _jax(jax.lax, fn, args)
+    exp = _jax(jax.lax, fn, args) if exp is None else exp
     got = fn(flax, *args)
     for g, e in zip(_flat(got), _flat(exp)):
         _assert_leaf(g, e, "eager")
@@ -148,10 +168,10 @@ def _nonempty(x, axis):
 @given(st.data(), arrays(), st.booleans())
 def test_sum_prod_all_any(data, x, keepdims):
     axis = data.draw(axis_for(x.ndim))
-    for name in ("sum", "any"):
-        check(lambda m, a: getattr(m, name)(a, axis=axis, keepdims=keepdims), x)
+    fns = [lambda m, a, name=name: getattr(m, name)(a, axis=axis, keepdims=keepdims) for name in ("sum", "any")]
     if x.dtype != np.uint8 and x.dtype.kind != "i" or x.size <= 4:
-        check(lambda m, a: m.prod(a, axis=axis, keepdims=keepdims), x)
+        fns.append(lambda m, a: m.prod(a, axis=axis, keepdims=keepdims))
+    check_all(fns, x)
 
 
 @given(st.data(), arrays(nan=True), st.booleans())
@@ -162,10 +182,10 @@ def test_max_min_ptp(data, x, keepdims):
             with pytest.raises(ValueError, match="zero-size array"):
                 getattr(fnp, name)(x, axis=axis)
         return
-    for name in ("max", "amin"):
-        check(lambda m, a: getattr(m, name)(a, axis=axis, keepdims=keepdims), x)
+    fns = [lambda m, a, name=name: getattr(m, name)(a, axis=axis, keepdims=keepdims) for name in ("max", "amin")]
     if x.dtype != np.bool_:
-        check(lambda m, a: m.ptp(a, axis=axis, keepdims=keepdims), x)
+        fns.append(lambda m, a: m.ptp(a, axis=axis, keepdims=keepdims))
+    check_all(fns, x)
 
 
 @settings(max_examples=examples(6))
@@ -173,23 +193,24 @@ def test_max_min_ptp(data, x, keepdims):
 def test_where_and_initial(data, x):
     axis = data.draw(axis_for(x.ndim))
     mask = data.draw(hnp.arrays(np.bool_, x.shape[-1:] if x.ndim else ()))
-    check(lambda m, a, w: m.sum(a, axis=axis, where=w), x, mask)
-    check(lambda m, a, w: m.prod(a, axis=axis, where=w, initial=2), x, mask)
-    check(lambda m, a, w: m.max(a, axis=axis, where=w, initial=-3), x, mask)
-    check(lambda m, a, w: m.min(a, axis=axis, initial=3, where=w), x, mask)
-    check(lambda m, a, w: m.any(a, axis=axis, where=w), x, mask)
-    check(lambda m, a, w: m.all(a, axis=axis, where=w, keepdims=True), x, mask)
+    check_all([lambda m, a, w: m.sum(a, axis=axis, where=w),
+               lambda m, a, w: m.prod(a, axis=axis, where=w, initial=2),
+               lambda m, a, w: m.max(a, axis=axis, where=w, initial=-3),
+               lambda m, a, w: m.min(a, axis=axis, initial=3, where=w),
+               lambda m, a, w: m.any(a, axis=axis, where=w),
+               lambda m, a, w: m.all(a, axis=axis, where=w, keepdims=True)], x, mask)
 
 
 @pytest.mark.parametrize("src", [np.int8, np.uint8, np.bool_, np.float16, BF16, np.int32])
 def test_sum_prod_dtype_rules(src):
     x = np.array([[1, 0, 2], [3, 1, 1]]).astype(src)
+    fns = []
     for dtype in (None, np.float32, np.int8, np.bool_):
-        check(lambda m, a: m.sum(a, axis=0, dtype=dtype, keepdims=True), x, staged=dtype is None)
-        check(lambda m, a: m.prod(a, axis=1, dtype=dtype), x, staged=dtype is None)
-        check(lambda m, a: m.cumsum(a, axis=1, dtype=dtype), x, staged=dtype is None)
-    check(lambda m, a: m.sum(a, promote_integers=False), x)
-    check(lambda m, a: m.cumprod(a), x)
+        fns += [(lambda m, a, dtype=dtype: m.sum(a, axis=0, dtype=dtype, keepdims=True), dtype is None),
+                (lambda m, a, dtype=dtype: m.prod(a, axis=1, dtype=dtype), dtype is None),
+                (lambda m, a, dtype=dtype: m.cumsum(a, axis=1, dtype=dtype), dtype is None)]
+    fns += [lambda m, a: m.sum(a, promote_integers=False), lambda m, a: m.cumprod(a)]
+    check_all(fns, x)
 
 
 def test_python_scalars_and_weak_inputs():
@@ -217,9 +238,9 @@ def test_bfloat16_accumulates_in_float32():
 def test_mean_var_std(data, x, keepdims):
     axis = data.draw(axis_for(x.ndim))
     ddof = data.draw(st.integers(0, 2))
-    check(lambda m, a: m.mean(a, axis=axis, keepdims=keepdims), x)
-    check(lambda m, a: m.var(a, axis=axis, ddof=ddof, keepdims=keepdims), x)
-    check(lambda m, a: m.std(a, axis=axis, ddof=ddof, keepdims=keepdims), x)
+    check_all([lambda m, a: m.mean(a, axis=axis, keepdims=keepdims),
+               lambda m, a: m.var(a, axis=axis, ddof=ddof, keepdims=keepdims),
+               lambda m, a: m.std(a, axis=axis, ddof=ddof, keepdims=keepdims)], x)
 
 
 @settings(max_examples=examples(6))
@@ -227,10 +248,8 @@ def test_mean_var_std(data, x, keepdims):
 def test_mean_var_where_dtype(data, x):
     axis = data.draw(axis_for(x.ndim))
     mask = data.draw(hnp.arrays(np.bool_, x.shape))
-    check(lambda m, a, w: m.mean(a, axis=axis, where=w), x, mask)
-    check(lambda m, a, w: m.var(a, axis=axis, where=w), x, mask)
-    check(lambda m, a: m.mean(a, axis=axis, dtype=np.float16), x)
-    check(lambda m, a: m.std(a, axis=axis, correction=1), x)
+    check_all([lambda m, a, w: m.mean(a, axis=axis, where=w), lambda m, a, w: m.var(a, axis=axis, where=w)], x, mask)
+    check_all([lambda m, a: m.mean(a, axis=axis, dtype=np.float16), lambda m, a: m.std(a, axis=axis, correction=1)], x)
 
 
 def test_var_complex_and_empty():
@@ -260,17 +279,15 @@ def test_average(data, x):
 def test_argmax_argmin(data, x):
     axis = data.draw(axis_for(x.ndim, allow_tuple=False))
     keepdims = data.draw(st.sampled_from([None, False, True]))
-    check(lambda m, a: m.argmax(a, axis=axis, keepdims=keepdims), x)
-    check(lambda m, a: m.argmin(a, axis=axis, keepdims=keepdims), x)
-    check(lambda m, a: m.count_nonzero(a, axis=axis, keepdims=bool(keepdims)), x)
+    check_all([lambda m, a: m.argmax(a, axis=axis, keepdims=keepdims),
+               lambda m, a: m.argmin(a, axis=axis, keepdims=keepdims),
+               lambda m, a: m.count_nonzero(a, axis=axis, keepdims=bool(keepdims))], x)
 
 
 def test_argmax_nan_and_ties():
     x = np.array([[1, np.nan, 3, np.nan], [2, 2, -1, -1]], np.float32)
-    check(lambda m, a: m.argmax(a, axis=1), x)
-    check(lambda m, a: m.argmin(a, axis=-1), x)
-    check(lambda m, a: m.nanargmax(a, axis=1), x)
-    check(lambda m, a: m.nanargmin(a, axis=1), x)
+    check_all([lambda m, a: m.argmax(a, axis=1), lambda m, a: m.argmin(a, axis=-1),
+               lambda m, a: m.nanargmax(a, axis=1), lambda m, a: m.nanargmin(a, axis=1)], x)
     with pytest.raises(ValueError, match="empty"):
         fnp.argmax(np.zeros((0,)))
     with pytest.raises(ValueError, match="empty"):
@@ -281,10 +298,10 @@ def test_argmax_nan_and_ties():
 @given(st.data(), arrays(nan=True))
 def test_cumsum_cumprod(data, x):
     axis = data.draw(axis_for(x.ndim, allow_tuple=False))
-    check(lambda m, a: m.cumsum(a, axis=axis), x)
+    fns = [lambda m, a: m.cumsum(a, axis=axis), lambda m, a: m.nancumsum(a, axis=axis)]
     if x.dtype.kind in "fb" or x.dtype == BF16 or x.size <= 6:
-        check(lambda m, a: m.cumprod(a, axis=axis), x)
-    check(lambda m, a: m.nancumsum(a, axis=axis), x)
+        fns.append(lambda m, a: m.cumprod(a, axis=axis))
+    check_all(fns, x)
 
 
 def test_cumulative_sum_array_api():
@@ -301,11 +318,11 @@ def test_cumulative_sum_array_api():
 def test_lax_cumulative(data, x):
     axis = data.draw(st.integers(0, x.ndim - 1))
     reverse = data.draw(st.booleans())
-    for name in ("cumsum", "cummax"):
-        check_lax(lambda m, a: getattr(m, name)(a, axis=axis, reverse=reverse), x)
+    fns = [lambda m, a, name=name: getattr(m, name)(a, axis=axis, reverse=reverse) for name in ("cumsum", "cummax")]
     if x.dtype.kind == "f" or x.dtype == BF16:
-        check_lax(lambda m, a: m.cumlogsumexp(a, axis=axis, reverse=reverse), x)
-        check_lax(lambda m, a: m.cumprod(a, axis=axis, reverse=reverse), x)
+        fns += [lambda m, a: m.cumlogsumexp(a, axis=axis, reverse=reverse),
+                lambda m, a: m.cumprod(a, axis=axis, reverse=reverse)]
+    check_lax_all(fns, x)
 
 
 def test_lax_cumulative_errors():
@@ -331,8 +348,8 @@ def test_median(data, x, keepdims):
        st.booleans())
 def test_nan_reductions(data, x, keepdims):
     axis = data.draw(axis_for(x.ndim))
-    for name in ("nansum", "nanmax", "nanmean", "nanvar"):
-        check(lambda m, a: getattr(m, name)(a, axis=axis, keepdims=keepdims), x)
+    check_all([lambda m, a, name=name: getattr(m, name)(a, axis=axis, keepdims=keepdims)
+               for name in ("nansum", "nanmax", "nanmean", "nanvar")], x)
 
 
 def test_nan_reductions_fixed():
@@ -349,19 +366,19 @@ def test_nan_reductions_fixed():
 @given(st.data(), arrays(min_dims=1, nan=True))
 def test_lax_reductions(data, x):
     axes = tuple(sorted(data.draw(st.lists(st.integers(0, x.ndim - 1), unique=True, max_size=x.ndim))))
+    fns = []
     if x.dtype != np.bool_:
-        check_lax(lambda m, a: m.reduce_sum(a, axes), x)
+        fns.append(lambda m, a: m.reduce_sum(a, axes))
     if all(x.shape[a] > 0 for a in axes):
-        check_lax(lambda m, a: m.reduce_max(a, axes), x)
-        check_lax(lambda m, a: m.reduce_min(a, axes), x)
+        fns += [lambda m, a: m.reduce_max(a, axes), lambda m, a: m.reduce_min(a, axes)]
     if x.dtype.kind in "iub":
-        check_lax(lambda m, a: m.reduce_or(a, axes), x)
-        check_lax(lambda m, a: m.reduce_and(a, axes), x)
-        check_lax(lambda m, a: m.reduce_xor(a, axes), x)
+        fns += [lambda m, a: m.reduce_or(a, axes), lambda m, a: m.reduce_and(a, axes),
+                lambda m, a: m.reduce_xor(a, axes)]
     ax = data.draw(st.integers(0, x.ndim - 1))
     if x.shape[ax] > 0 and x.dtype != np.bool_:
-        check_lax(lambda m, a: m.argmax(a, ax, np.int32), x)
-        check_lax(lambda m, a: m.argmin(a, ax, np.uint8), x)
+        fns += [lambda m, a: m.argmax(a, ax, np.int32), lambda m, a: m.argmin(a, ax, np.uint8)]
+    if fns:
+        check_lax_all(fns, x)
 
 
 # ---------------------------------------------------------------- errors

@@ -12,6 +12,7 @@ import scipy.signal as oss
 import ftrans
 import ftrans.scipy.signal as fss
 from ftrans.errors import FtransShapeError, FtransValueError
+from tests.thorough import THOROUGH
 
 
 def _rng(seed: int = 0) -> np.random.Generator:
@@ -23,6 +24,14 @@ def _jax(fn, **kw):
     return jax.jit(lambda *args: fn(*args, **kw))
 
 
+def _pairs(xs, ys, per_x=1):
+    """Every (x, y) pair in the thorough run; in the quick run each x with ``per_x`` of the ys, rotating
+    (a Latin square: every y still meets about ``per_x * len(xs) / len(ys)`` of the xs)."""
+    if THOROUGH:
+        return [(x, y) for x in xs for y in ys]
+    return [(x, ys[(i + k) % len(ys)]) for i, x in enumerate(xs) for k in range(per_x)]
+
+
 def _close(ours, theirs, tol=1e-5):
     ours, theirs = np.asarray(ours), np.asarray(theirs)
     assert ours.shape == theirs.shape
@@ -30,11 +39,14 @@ def _close(ours, theirs, tol=1e-5):
     np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("mode", ["full", "same", "valid"])
-@pytest.mark.parametrize("shapes,axes", [(((7,), (3,)), None), (((3,), (8,)), None), (((5, 6), (3, 2)), None),
-                                          (((4, 6), (4, 3)), (1,)), (((2, 5, 4), (2, 3, 4)), (1,)),
-                                          (((1, 4), (3, 1)), None)])
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+_CONV_SHAPES = [(((7,), (3,)), None), (((3,), (8,)), None), (((5, 6), (3, 2)), None), (((4, 6), (4, 3)), (1,)),
+                (((2, 5, 4), (2, 3, 4)), (1,)), (((1, 4), (3, 1)), None)]
+# every (mode, shapes) pair; the dtype alternates in the quick run (each mode and each shape meets both)
+_CONV_CASES = [(mode, *sa, dtype) for i, mode in enumerate(("full", "same", "valid")) for j, sa in enumerate(_CONV_SHAPES)
+               for dtype in ([np.float32, np.complex64] if THOROUGH else [(np.float32, np.complex64)[(i + j) % 2]])]
+
+
+@pytest.mark.parametrize("mode,shapes,axes,dtype", _CONV_CASES)
 def test_fftconvolve(mode, shapes, axes, dtype):
     rng = _rng(1)
     x = (rng.standard_normal(shapes[0]) * 3).astype(dtype)
@@ -58,9 +70,13 @@ def test_fftconvolve_errors():
         fss.fftconvolve(np.ones((2, 3)), np.ones((3, 3)), axes=1)
 
 
-@pytest.mark.parametrize("type_,bp", [("constant", 0), ("linear", 0), ("linear", [3, 7]), ("linear", 5)])
-@pytest.mark.parametrize("axis", [0, -1])
-@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.complex64])
+# every (type and breakpoints, dtype) pair; the axis alternates in the quick run
+_DETREND_CASES = [(*tb, dtype, axis) for (tb, dtype), axis in _pairs(
+    [(tb, d) for tb in [("constant", 0), ("linear", 0), ("linear", [3, 7]), ("linear", 5)]
+     for d in (np.float32, np.int32, np.complex64)], [0, -1])]
+
+
+@pytest.mark.parametrize("type_,bp,dtype,axis", _DETREND_CASES)
 def test_detrend(type_, bp, axis, dtype):
     x = (_rng(2).standard_normal((10, 12)) * 5 + np.arange(12)).astype(dtype)
     ours = fss.detrend(x, axis=axis, type=type_, bp=bp)
@@ -85,9 +101,9 @@ STFT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kw", STFT_CASES)
-@pytest.mark.parametrize("shape,axis", [((40,), -1), ((3, 33), -1), ((30, 2), 0)])
-def test_stft(kw, shape, axis):
+@pytest.mark.parametrize("kw,shape_axis", _pairs(STFT_CASES, [((40,), -1), ((3, 33), -1), ((30, 2), 0)]))
+def test_stft(kw, shape_axis):
+    shape, axis = shape_axis
     x = _rng(3).standard_normal(shape).astype(np.float32)
     ours = fss.stft(x, axis=axis, **kw)
     theirs = _jax(jss.stft, axis=axis, **kw)(x)
@@ -110,9 +126,10 @@ CSD_CASES = [dict(), dict(nperseg=8), dict(nperseg=8, noverlap=2, nfft=10, scali
              dict(nperseg=8, detrend=False, window="hamming", return_onesided=False)]
 
 
-@pytest.mark.parametrize("kw", CSD_CASES)
-@pytest.mark.parametrize("xshape,yshape,axis", [((50,), (50,), -1), ((2, 40), (1, 36), -1), ((30, 3), (30, 3), 0)])
-def test_csd_welch(kw, xshape, yshape, axis):
+@pytest.mark.parametrize("kw,shapes_axis", _pairs(CSD_CASES, [((50,), (50,), -1), ((2, 40), (1, 36), -1),
+                                                              ((30, 3), (30, 3), 0)]))
+def test_csd_welch(kw, shapes_axis):
+    xshape, yshape, axis = shapes_axis
     rng = _rng(6)
     x = rng.standard_normal(xshape).astype(np.float32)
     y = rng.standard_normal(yshape).astype(np.float32)
@@ -147,10 +164,14 @@ def test_welch_array_window_and_errors():
         fss.stft(x, boundary="wrap")
 
 
-@pytest.mark.parametrize("kw", [dict(nperseg=8), dict(nperseg=8, noverlap=5, nfft=10),
-                                dict(nperseg=8, window="hamming"), dict(nperseg=6, input_onesided=False)])
-@pytest.mark.parametrize("shape,time_axis,freq_axis", [((40,), -1, -2), ((2, 33), -1, -2), ((35, 3), 0, 1)])
-def test_istft_roundtrip(kw, shape, time_axis, freq_axis):
+_ISTFT_CASES = _pairs([dict(nperseg=8), dict(nperseg=8, noverlap=5, nfft=10), dict(nperseg=8, window="hamming"),
+                       dict(nperseg=6, input_onesided=False)],
+                      [((40,), -1, -2), ((2, 33), -1, -2), ((35, 3), 0, 1)])
+
+
+@pytest.mark.parametrize("kw,shape_axes", _ISTFT_CASES)
+def test_istft_roundtrip(kw, shape_axes):
+    shape, time_axis, freq_axis = shape_axes
     x = _rng(8).standard_normal(shape).astype(np.float32)
     skw = {k: v for k, v in kw.items() if k != "input_onesided"}
     onesided = kw.get("input_onesided", True)
