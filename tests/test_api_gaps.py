@@ -258,7 +258,7 @@ def test_clear_caches_forces_a_retrace():
     ftrans.clear_caches()
     assert float(f(1.0)) == 2.0
     assert len(traces) == 2
-    jax.clear_caches()  # exists in JAX with the same signature
+    assert callable(jax.clear_caches)  # the same name in JAX (not called: every later jax op would recompile)
     assert ftrans.clear_caches() is None
 
 

@@ -805,11 +805,14 @@ def test_while_loop_reuses_the_trace_of_the_same_functions_like_jax():
         out.append(lax.while_loop(cond, body, np.float32(0.5)))  # new type: traced again
         out += [jit(lambda y: lax.while_loop(lambda x: x < y, body, 0))(y) for y in (7, 9)]
         n = len(calls)
-        (ftrans if lax is ftrans.lax else jax).clear_caches()  # forgets the traces: runs the Python again
+        ftrans.clear_caches()  # forgets the traces: runs the Python again
         out.append(lax.while_loop(cond, body, 0))
         return [np.asarray(o).tolist() for o in out], first, n, len(calls)
 
-    assert run(ftrans.lax, ftrans.jit) == run(jax.lax, jax.jit)
+    # jax 0.10.2, 0.11.2 and 0.12.0.1 give this (the same program, ``jax.clear_caches()`` for the last
+    # step); it is written out because clearing jax's caches here would make every later test in the
+    # worker recompile jax's eager operations.
+    assert run(ftrans.lax, ftrans.jit) == ([6, 6, 6.5, 8, 10, 6], 2, 4, 6)
 
 
 def test_disable_jit_loops_copy_numpy_carries_and_empty_scan_raises_like_jax():
