@@ -65,7 +65,7 @@ def _kinded_patterns() -> list[tuple[str, tuple]]:
             ("ff", (p, p)), ("fff", (x, y, p)), ("ff", (m, m)), ("b", (b,)), ("f", (m3,)), ("f,int", (m3, 1)),
             ("f,float", (p, 2.5)), ("f,int", (x, 0)), ("list", ([x, y],)), ("tuple", ((x, y),)),
             ("str", ("i,i->", x, y)), ("str", ("ij,jk->ik", m, m)), ("f,i0", (x, jnp.asarray(np.int32(3)))),
-            ("f,i0", (m3, jnp.asarray(np.int32(1)))), ("f,b0", (x, jnp.asarray(True)))]
+            ("f,i0", (m3, jnp.asarray(np.int32(1)))), ("f,b0", (x, jnp.asarray(True))), ("ffff", (p, y, x, p))]
 
 
 def _same(a, b) -> bool:
