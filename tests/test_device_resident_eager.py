@@ -212,13 +212,14 @@ def test_binary_operations_on_device_arrays_match_jax(name, dtype):
         assert got.devices() == {dev}
 
 
-# Functions whose result's shape or meaning depends on operand values (as in JAX, which reads them too):
+# Functions whose result's shape or meaning depends on operand values (as in JAX, which reads them too;
+# expand_dims and tile read an array given as their axes or reps, as JAX's ensure_index_tuple does):
 # they may fetch a device operand.  And those whose result JAX makes on the host (a shape-mismatch
 # constant, index arrays computed from shapes) or from a shape read off an array.
 _READ_VALUES = {
-    "_method_compress", "argwhere", "bincount", "choose", "compress", "delete", "empty", "extract",
+    "_method_compress", "argwhere", "bincount", "choose", "compress", "delete", "empty", "expand_dims", "extract",
     "flatnonzero", "indices", "intersect1d", "nonzero", "ones", "repeat", "resize", "roll", "roots",
-    "setdiff1d", "setxor1d", "trim_zeros", "union1d", "unique", "unique_all", "unique_counts",
+    "setdiff1d", "setxor1d", "tile", "trim_zeros", "union1d", "unique", "unique_all", "unique_counts",
     "unique_inverse", "unique_values", "where", "zeros",
 }
 _MADE_ON_THE_DEFAULT_DEVICE = {"array_equal", "diag_indices_from", "empty", "indices", "ones", "polydiv",
