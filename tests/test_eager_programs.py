@@ -94,16 +94,12 @@ def _direct(fn, *args):
         ep.enabled = True
 
 
-@pytest.mark.parametrize("modname,name", REPLAYED, ids=[f"{m.split('.')[-1]}.{n}" for m, n in REPLAYED])
-def test_replay_matches_the_op_by_op_call(modname, name):
-    """Every replayed function, on every argument pattern it accepts: the program's result (built at the
-    first call, read from the cache at the second) is the op-by-op result, bit for bit.  The quick run takes
-    the first pattern of each kind the function accepts (the others differ in shapes or values only)."""
-    fn = getattr(importlib.import_module(modname), name)
-    state = fn._replay_state
+def check_patterns(fn, kinded_patterns) -> int:
+    """Call ``fn`` on each (kind, args) pattern it accepts, twice, against its op-by-op result, bit for bit;
+    the quick run takes the first accepted pattern of each kind. Returns how many patterns ran."""
     tried = 0
     kinds_done = set()
-    for kind, args in _kinded_patterns():
+    for kind, args in kinded_patterns:
         if kind in kinds_done and not THOROUGH:
             continue
         with warnings.catch_warnings():
@@ -112,16 +108,26 @@ def test_replay_matches_the_op_by_op_call(modname, name):
                 want = _direct(fn, *args)
             except Exception:  # noqa: BLE001  (not a pattern this function takes)
                 continue
-        leaves = ftrans.tree_util.tree_leaves(want)
-        if not leaves or not all(type(v) is Array for v in leaves):
-            continue
-        for _ in range(2):
-            got = fn(*args)
-            assert _same(got, want), (name, [getattr(a, "shape", a) for a in args], got, want)
+            leaves = ftrans.tree_util.tree_leaves(want)
+            if not leaves or not all(type(v) is Array for v in leaves):
+                continue
+            for _ in range(2):
+                got = fn(*args)
+                assert _same(got, want), (fn.__name__, [getattr(a, "dtype", a) for a in args], got, want)
         tried += 1
         kinds_done.add(kind)
+    return tried
+
+
+@pytest.mark.parametrize("modname,name", REPLAYED, ids=[f"{m.split('.')[-1]}.{n}" for m, n in REPLAYED])
+def test_replay_matches_the_op_by_op_call(modname, name):
+    """Every replayed function, on every argument pattern it accepts: the program's result (built at the
+    first call, read from the cache at the second) is the op-by-op result, bit for bit.  The quick run takes
+    the first pattern of each kind the function accepts (the others differ in shapes or values only)."""
+    fn = getattr(importlib.import_module(modname), name)
+    tried = check_patterns(fn, _kinded_patterns())
     assert tried, f"no argument pattern exercised {modname}.{name}"
-    assert state.programs, f"{name} never reached the replay"
+    assert fn._replay_state.programs, f"{name} never reached the replay"
 
 
 def _dtype_patterns(dt) -> list[tuple]:

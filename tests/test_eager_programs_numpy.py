@@ -9,7 +9,6 @@ including float64 and int64 arrays (narrowed when x64 is off) and NumPy arrays m
 from __future__ import annotations
 
 import importlib
-import warnings
 
 import numpy as np
 import pytest
@@ -17,9 +16,7 @@ import pytest
 import ftrans
 import ftrans.numpy as jnp
 from ftrans.core import eager_programs as ep
-from ftrans.core.array import Array
-from tests.test_eager_programs import REPLAYED, _direct, _same
-from tests.thorough import THOROUGH
+from tests.test_eager_programs import REPLAYED, _direct, _same, check_patterns
 
 _rng = np.random.default_rng(1)
 _X = _rng.normal(size=16).astype(np.float32)
@@ -50,24 +47,8 @@ def _programs(fn) -> int:
 def test_numpy_arguments_replay_the_op_by_op_call(modname, name):
     """Every replayed function, on every NumPy-argument pattern it accepts: the replayed result is the
     op-by-op result (values, dtype, weak type, signed zeros, NaNs)."""
-    fn = getattr(importlib.import_module(modname), name)
-    kinds_done = set()
-    for kind, args in _patterns():
-        if kind in kinds_done and not THOROUGH:
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                want = _direct(fn, *args)
-            except Exception:  # noqa: BLE001  (not a pattern this function takes)
-                continue
-            leaves = ftrans.tree_util.tree_leaves(want)
-            if not leaves or not all(type(v) is Array for v in leaves):
-                continue
-            for _ in range(2):
-                got = fn(*args)
-                assert _same(got, want), (name, [getattr(a, "dtype", a) for a in args], got, want)
-        kinds_done.add(kind)
+    check_patterns(getattr(importlib.import_module(modname), name), _patterns())  # (its asserts compare)
+
 
 
 def test_numpy_arguments_reach_a_program():
