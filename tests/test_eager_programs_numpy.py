@@ -16,16 +16,18 @@ import pytest
 import ftrans
 import ftrans.numpy as jnp
 from ftrans.core import eager_programs as ep
-from tests.test_eager_programs import REPLAYED, _direct, _same, check_patterns
-
-_rng = np.random.default_rng(1)
-_X = _rng.normal(size=16).astype(np.float32)
-_X[3], _X[7] = 0.0, -0.0
-_Y = _rng.normal(size=16).astype(np.float32)
-_P = _rng.uniform(0.05, 0.95, size=16).astype(np.float32)
-_E = _rng.integers(0, 5, 16).astype(np.int32)
-_M = _rng.normal(size=(4, 4)).astype(np.float32)
-_M3 = _rng.normal(size=(2, 3, 4)).astype(np.float32)
+from tests.test_eager_programs import (  # (the same data)
+    _E,
+    _M,
+    _M3,
+    _P,
+    _X,
+    _Y,
+    REPLAYED,
+    _direct,
+    _same,
+    check_patterns,
+)
 
 
 def _patterns() -> list[tuple[str, tuple]]:
