@@ -322,13 +322,14 @@ erf_inv_p = unop("erf_inv", FLOAT, via_float32(sps.erfinv))
 def _gammaln_c99(x: np.ndarray) -> np.ndarray:
     """SciPy's ``gammaln`` with C99's (and XLA's) lgamma(-inf) = +inf (SciPy gives -inf).
 
-    lgamma's minimum over the reals is about -0.1215, so a result below -1 is that -inf (negated in place).
+    Only ``x = -inf`` is mended: ``log|Gamma|`` is well below zero for many negative non-integers
+    (``lgamma(-4.7) = -2.93``), so the sign of the result says nothing about where it came from.
     """
     y = sps.gammaln(x)
     if y.ndim:
-        np.negative(y, out=y, where=y < -1)
+        np.negative(y, out=y, where=np.isneginf(x))
         return y
-    return -y if y < -1 else y
+    return -y if np.isneginf(x) else y
 
 
 lgamma_p = unop("lgamma", FLOAT, via_float32(_gammaln_c99))
