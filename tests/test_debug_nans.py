@@ -155,6 +155,21 @@ def test_jit_nan_literal_output_says_the_deoptimized_run_found_nothing_like_jax(
         f(ftrans, jnp)(3)
 
 
+
+def test_jit_nan_input_passed_through_names_the_input_like_jax():
+    # A NaN argument reaches the output through Python arithmetic on the de-optimized run (no operation makes
+    # it): JAX's message says inputs can cause this; ftrans's names the argument that holds it.
+    def f(lib):
+        return lib.jit(lambda x: x * 3.0)
+
+    pattern = "the de-optimized function did not .*input"
+    with jax.debug_nans(True), pytest.raises(FloatingPointError, match=pattern):
+        f(jax)(np.nan)
+    with ftrans.debug_nans(True), pytest.raises(FloatingPointError, match="input 0 holds a nan"):
+        f(ftrans)(np.nan)
+    with ftrans.debug_infs(True), pytest.raises(FloatingPointError, match="input 1 holds an inf"):
+        ftrans.jit(lambda a, b: (a, b))(1.0, np.array([np.inf, 1.0]))
+
 def test_reductions_own_infinite_fill_and_initial_are_not_invalid_values_like_jax():
     # JAX's reductions, softmax and dot_product_attention run under jit, so debug_infs looks at their
     # outputs only: a -inf initial or masked fill inside them is no error when the result is finite.

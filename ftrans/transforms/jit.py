@@ -839,9 +839,26 @@ def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: lis
     raise _NonFiniteOutput(
         f"invalid value ({kind}) encountered in the output of jit({name}); with debug_nans/debug_infs on, "
         "the de-optimized function (the function run again as if jit were removed) was called to name the "
-        "operation, but the de-optimized function did not produce the invalid value. A nan/inf literal returned as an output or "
-        "passed straight through, or an optimization of the compiled program, can cause this; removing jit "
-        "may avoid it", closed, leaves)
+        f"operation, but the de-optimized function did not produce the invalid value. {_why_not_made(leaves)}",
+        closed, leaves)
+
+
+def _why_not_made(leaves: Any) -> str:
+    """The likely reason a bad output was made by no operation: an input that already held it, else a
+    literal or an optimization."""
+    held = []
+    for i, x in enumerate(leaves):
+        try:
+            k = _trace.nonfinite_kind([np.asarray(x)])
+        except Exception:  # a key, a token: nothing to look at
+            continue
+        if k is not None:
+            held.append(f"input {i} holds {'an' if k == 'inf' else 'a'} {k}")
+    if held:
+        return (f"Its inputs already hold invalid values ({', '.join(held)}), which pass to the output "
+                "without an operation making them; check the arguments")
+    return ("A nan/inf literal returned as an output or passed straight through, or an optimization of the "
+            "compiled program, can cause this; removing jit may avoid it")
 
 
 def _deoptimized(jitted: JitWrapped, e: _NonFiniteOutput, args: tuple, kwargs: dict) -> None:
