@@ -148,6 +148,10 @@ def test_integer_division_by_zero_and_overflow():
     check("div", a, b)
     check("rem", a, b)
     check("div", a.astype(np.uint8), b.astype(np.uint8))
+    # The most negative divisor: rounded toward zero, 0 for every other dividend (abs(-128) is -128 in int8).
+    for dt in (np.int8, np.int16, np.int32):
+        lo = np.iinfo(dt).min
+        check("div", np.array([lo + 1, -7, -1, 1, 5, lo, 100], dt), np.full(7, lo, dt))
 
 
 def test_bitwise_and_shifts():

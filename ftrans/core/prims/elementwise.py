@@ -72,8 +72,9 @@ def _int_div(x, y):
     zero = y == 0
     safe_y = np.where(zero, np.ones_like(y), y)
     if x.dtype.kind == "i":
-        q = np.abs(x) // np.abs(safe_y)
-        q = np.where((x < 0) != (safe_y < 0), -q, q).astype(x.dtype)
+        # Rounded toward zero, as C and XLA divide: x - fmod(x, y) is a multiple of y between 0 and x (no
+        # overflow), so the floor division of it is exact. (abs() is not: abs(-128) is -128 in int8.)
+        q = np.floor_divide(x - np.fmod(x, safe_y), safe_y)
     else:
         q = x // safe_y
     fill = np.array(-1).astype(x.dtype) if x.dtype.kind == "i" else np.iinfo(x.dtype).max
