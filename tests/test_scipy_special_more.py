@@ -344,3 +344,21 @@ def test_betaln_keeps_its_digits_when_one_argument_dwarfs_the_other():
     for x, y in ((2.0, 20.0), (30.0, 9.0), (0.5, 1e4), (1e3, 1e3)):
         np.testing.assert_allclose(g(F(x), F(y)), jax.grad(jsp.betaln, argnums=(0, 1))(F(x), F(y)), rtol=1e-4)
     assert np.isfinite(np.asarray(g(F(2), F(0.5)))).all()
+
+
+def test_dawsn_in_float64_and_far_out():
+    # float64 to a few ulps of SciPy's (the float32 sampling sum alone gave 4e-7), and |x| beyond 1e4 from the
+    # asymptotic series: the compiled sampling sum gave NaN from 1e10 on in float32 (jax: 1/(2x)).
+    import scipy.special as osp
+
+    x = np.concatenate([np.linspace(-30, 30, 601), np.geomspace(1e-4, 1e30, 200), [np.inf, -np.inf, 0.0]])
+    want = osp.dawsn(x)
+    with ftrans.enable_x64(True):
+        for f in (fsp.dawsn, ftrans.jit(fsp.dawsn)):
+            got = np.asarray(f(x))
+            assert got.dtype == np.float64
+            np.testing.assert_allclose(got, want, rtol=2e-14, atol=0)  # SciPy's own error: 1.3e-14 at 0.0112
+    for f in (fsp.dawsn, ftrans.jit(fsp.dawsn)):
+        got = np.asarray(f(x.astype(F)))
+        np.testing.assert_allclose(got, want.astype(F), rtol=1e-6, atol=0)
+    np.testing.assert_allclose(np.asarray(ftrans.jit(fsp.dawsn)(F(1e10))), jsp.dawsn(F(1e10)), rtol=1e-6)
