@@ -40,6 +40,35 @@ def user_frame():
     return f
 
 
+# ftrans's library functions, built on ``jnp`` (as opposed to ``jnp`` and the array's operators themselves, and
+# the machinery that traces, transforms and dispatches: core, transforms, lowering).
+_LIBRARY_IMPLEMENTATIONS = tuple(
+    [_FTRANS_DIR + d + os.sep for d in ("scipy", "nn", "experimental", "lax", "random", "image", "example_libraries")]
+    + [_FTRANS_DIR + os.path.join("numpy", f) for f in ("linalg.py", "fft.py")])
+
+
+def library_internal() -> bool:
+    """Whether the failing promotion check in progress is one of ftrans's library functions' own arithmetic
+    (``scipy``, ``nn``, ``lax``'s composites, ``experimental.sparse``, ...) rather than a ``jnp`` function or
+    array operator applied to the user's operands.
+
+    JAX's test suite runs with ``numpy_rank_promotion='raise'`` and ``numpy_dtype_promotion='strict'``, and
+    JAX's library code is written not to trip them: the options constrain the user's operands. ftrans's
+    library functions build on ``jnp`` and may promote implicitly inside. So the frames above the check are
+    read outwards: a library function's frame before the first frame of the user's code (a function the
+    user passed in included) means its internals, checked under standard promotion. Called on the failure
+    path only."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if name.startswith(_LIBRARY_IMPLEMENTATIONS):
+            return True
+        if not name.startswith(LIBRARY_DIRS):
+            return False
+        f = f.f_back
+    return False
+
+
 def user_stacklevel() -> int:
     """The ``stacklevel`` that makes a ``warnings.warn`` in the caller point at the user's line (the first
     frame outside ftrans and jax), however many of ftrans's wrappers sit between."""

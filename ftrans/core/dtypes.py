@@ -318,8 +318,21 @@ def _join_standard(nodes: tuple) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def _join_strict(nodes: tuple) -> Any:
+def _join_strict_cached(nodes: tuple) -> Any:
     return _join_in(nodes, True)
+
+
+def _join_strict(nodes: tuple) -> Any:
+    """The strict join; a library function's own arithmetic (``errors.library_internal``) joins as standard.
+    (Not cached as such: the same dtypes from the user's operands must still raise.)"""
+    try:
+        return _join_strict_cached(nodes)
+    except TypePromotionError:
+        from ftrans.errors import library_internal
+
+        if library_internal():
+            return _join_standard(nodes)
+        raise
 
 
 # The join in force: rebound when ``numpy_dtype_promotion`` changes, so promotion reads no option.

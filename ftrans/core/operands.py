@@ -336,8 +336,10 @@ def rank_promotion(name: str, shapes: list) -> None:
     broadcast silently ("allow"), with a warning ("warn"), or not at all ("raise")."""
     import warnings
 
-    from ftrans.errors import user_frame
+    from ftrans.errors import library_internal, user_frame
 
+    if library_internal():  # a library function's own broadcasting, not the user's operands
+        return
     listed = " ".join(str(tuple(s)) for s in shapes)
     if _config.numpy_rank_promotion == "warn":
         f = user_frame()
