@@ -251,3 +251,12 @@ def test_window_sum_and_psum_under_vmap():
     got = ftrans.vmap(lambda v: jet(lambda a: lax.psum(a * a, "i"), (v,), ([v],))[1][0], axis_name="i")(x)
     want = jax.vmap(lambda v: jax.jvp(lambda a: jax.lax.psum(a * a, "i"), (v,), (v,))[1], axis_name="i")(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+def test_fact_of_a_python_int_under_strict_promotion():
+    # JAX's fact(n) is exp(lgamma(n + 1.)), a Python sum: JAX's jet tests call it under strict promotion.
+    from ftrans.experimental.jet import fact
+
+    with ftrans.numpy_dtype_promotion("strict"):
+        assert [float(fact(n)) for n in (0, 1, 3, 4)] == pytest.approx([1.0, 1.0, 6.0, 24.0], rel=1e-5)
+    assert float(fact(np.float32(4))) == pytest.approx(24.0, rel=1e-5)

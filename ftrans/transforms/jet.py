@@ -101,7 +101,11 @@ def register_jet(prim: Primitive) -> Callable[[Callable], Callable]:
 
 def fact(n: Any) -> Any:
     """``n!`` as a float array (``exp(lgamma(n + 1))``), JAX's ``jet.fact``."""
-    return building.apply(E.exp_p, building.apply(E.lgamma_p, building.add(as_operand(n), 1.0)))
+    if isinstance(n, (int, float)) and not isinstance(n, bool):
+        n1 = as_operand(float(n) + 1.0)  # as JAX's ``n + 1.``: a Python number, no promotion to check
+    else:
+        n1 = building.add(as_operand(n), 1.0)
+    return building.apply(E.exp_p, building.apply(E.lgamma_p, n1))
 
 
 # ----------------------------------------------------------------------------
