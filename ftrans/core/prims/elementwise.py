@@ -556,9 +556,16 @@ shift_right_arithmetic_p = binop("shift_right_arithmetic", INT, _shift_impl("ari
 
 
 def _popcount_impl(x):
-    if x.dtype in NARROW_INT:  # count the bits of the 2/4-bit pattern only
-        u = (x.astype(np.int16) & ((1 << dtypes.iinfo(x.dtype).bits) - 1)).astype(np.uint16)
-        return np.bitwise_count(u).astype(x.dtype)
+    if x.dtype in NARROW_INT:
+        # As XLA counts them (jax 0.10 to 0.12; so jax's eager results too): a signed 4-bit value's bits
+        # sign-extended to 8 (int4 -8 has 5), a 2-bit or unsigned value's own bits; the count is wrapped back
+        # into the narrow type (int4 -1: 8 -> -8; int2 -1: 2 -> -2).
+        bits = dtypes.iinfo(x.dtype).bits
+        if dtypes.iinfo(x.dtype).min < 0 and bits == 4:
+            pattern = x.astype(np.int8).view(np.uint8)
+        else:
+            pattern = (x.astype(np.int16) & ((1 << bits) - 1)).astype(np.uint16)
+        return np.bitwise_count(pattern).astype(np.int8).astype(x.dtype)
     u = x.view(np.dtype(f"u{x.dtype.itemsize}"))
     return np.bitwise_count(u).astype(x.dtype)
 
