@@ -225,6 +225,9 @@ def get(src_mod: str, name: str):
         return getattr(ftrans.test_util, name)
     if src_mod == "jax.tree_util":
         return getattr(jax.tree_util, name)
+    if src_mod == "jax.errors":  # ftrans's exception of that name where it has one (it raises its own classes)
+        import ftrans.errors
+        return getattr(ftrans.errors, name, None) or getattr(jax.errors, name)
     if src_mod.startswith(("jax.scipy", "jax.experimental", "jax.example_libraries", "jax.interpreters")):
         import importlib
         try:
@@ -289,7 +292,7 @@ def rewrite(src: str) -> str:
             out.append(line + "; api = _ftrans_shim._proxy()")
             done = True
         if not done:
-            m = re.match(r"^from (jax|jax\.test_util|jax\.scipy\.\w+(?:\.\w+)?|jax\.(?:experimental|example_libraries|scipy|interpreters)(?:\.\w+)*) import (.*)$", line)
+            m = re.match(r"^from (jax|jax\.test_util|jax\.scipy\.\w+(?:\.\w+)?|jax\.errors|jax\.(?:experimental|example_libraries|scipy|interpreters)(?:\.\w+)*) import (.*)$", line)
             if m and m.group(2).strip() not in ("lax", "tree_util"):
                 names = m.group(2)
                 # multi-line parenthesised import
