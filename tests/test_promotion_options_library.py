@@ -113,7 +113,7 @@ def test_the_users_own_operands_are_still_checked(case):
     what, f = _user_rank_cases()[case]
     with ftrans.numpy_rank_promotion("raise"), pytest.raises(ValueError, match="numpy_rank_promotion='raise'"):
         f()
-    with ftrans.numpy_rank_promotion("warn"), pytest.warns(UserWarning, match="implicit rank promotion"):
+    with ftrans.numpy_rank_promotion("warn"), pytest.warns(UserWarning, match="Following NumPy automatic rank promotion for "):
         f()
     with ftrans.numpy_dtype_promotion("strict"), pytest.raises(TypePromotionError, match="strict"):
         jnp.add(np.ones(3, np.int32), 1.5)

@@ -343,8 +343,11 @@ def rank_promotion(name: str, shapes: list) -> None:
     listed = " ".join(str(tuple(s)) for s in shapes)
     if _config.numpy_rank_promotion == "warn":
         f = user_frame()
-        msg = (f"{name}: implicit rank promotion of operands with shapes {listed} (NumPy broadcasting); "
-               "set ftrans.config.update('jax_numpy_rank_promotion', 'allow') to silence this warning")
+        # JAX's wording first (warning filters written for JAX match it), then what to do in ftrans.
+        msg = (f"Following NumPy automatic rank promotion for {name} on shapes {listed}. Set the "
+               "jax_numpy_rank_promotion config option to 'allow' (ftrans.config.update("
+               "'jax_numpy_rank_promotion', 'allow')) to disable this warning, or add the missing leading axes "
+               "explicitly (e.g. x[None, :] or jnp.expand_dims)")
         if f is None:
             warnings.warn(msg, stacklevel=user_stacklevel())
         else:  # attributed to the user's line, wherever in ftrans the broadcast happens
@@ -353,10 +356,10 @@ def rank_promotion(name: str, shapes: list) -> None:
                                        "__warningregistry__", {}))
     elif _config.numpy_rank_promotion == "raise":
         raise FtransValueError(
-            f"{name}: operands with shapes {listed} could not be broadcast together with "
-            "numpy_rank_promotion='raise' (their ranks differ); add the missing leading axes explicitly "
-            "(e.g. x[None, :] or jnp.expand_dims), or set ftrans.config.update('jax_numpy_rank_promotion', "
-            "'allow')")
+            f"Operands could not be broadcast together for {name} on shapes {listed} and with the config "
+            "option jax_numpy_rank_promotion='raise' (their ranks differ): add the missing leading axes "
+            "explicitly (e.g. x[None, :] or jnp.expand_dims), or set ftrans.config.update("
+            "'jax_numpy_rank_promotion', 'allow')")
 
 
 def index_seq(x: Any) -> Any:
