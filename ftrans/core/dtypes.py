@@ -287,9 +287,9 @@ def _join_in(nodes: tuple, strict: bool) -> Any:
             return c
     names = ", ".join(repr(n if isinstance(n, str) else n.name) for n in nodes)
     if strict:
-        raise TypePromotionError(
-            f"Input dtypes ({names}) have no implicit dtype promotion path with "
-            "numpy_dtype_promotion='strict': convert the operands explicitly (e.g. x.astype(y.dtype)), "
+        raise TypePromotionError(  # (JAX's wording first)
+            f"Input dtypes ({names}) have no available implicit dtype promotion path when "
+            "jax_numpy_dtype_promotion=strict. Convert the operands explicitly (e.g. x.astype(y.dtype)), "
             "or set ftrans.config.update('jax_numpy_dtype_promotion', 'standard')")
     raise TypePromotionError(
         f"Input dtypes ({names}) have no available implicit dtype promotion path: {_no_promotion_kind(nodes)} "
