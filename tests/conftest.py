@@ -21,14 +21,6 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 _flags = os.environ["XLA_FLAGS"]
 if "xla_force_host_platform_device_count" not in _flags:
     os.environ["XLA_FLAGS"] = _flags + " --xla_force_host_platform_device_count=8"
-# The jax oracle compiles at LLVM level 1, the level ftrans itself compiles at on the CPU
-# (lowering/executable.py: DEFAULT_COMPILER_OPTIONS), instead of XLA's default 2: the suite spends
-# much of its time compiling jax's eager oracles, and level 1 cuts that by a tenth of the suite's CPU
-# time.  Bit-exact comparisons still hold (ftrans at level 1 matched jax at level 2 bit for bit);
-# level 0 would not (it changes float32 rounding in the random samplers).  ftrans's own programs set
-# the level per compile, so this flag does not change what ftrans is tested with.
-if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
-    os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=1"
 # jaxlib 0.10's XLA:CPU still has its older loop emitters beside the fusion emitters it uses by default.
 # They compile the suite's many small programs (both libraries': the differential tests compare two
 # programs XLA compiled alike) a quarter to a third faster: the whole suite's summed test time 4,495 s ->
@@ -36,7 +28,16 @@ if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
 # (float4 conversions, an optimizer's iteration count); they carry the ``xla_default_codegen`` marker and
 # run in a subprocess with XLA's defaults (pytest_pyfunc_call below).  Later jaxlibs removed the flag (XLA
 # aborts on an unknown flag), so it is set for 0.10 alone, and never over a choice the caller made.
+#
+# With them, both libraries compile at LLVM level 0 instead of 1 (ftrans's own default on the CPU steps
+# aside for a level XLA_FLAGS names: lowering/executable.py): a third less time per compile, and the suite
+# is about half compiles.  Two programs compiled alike still agree bit for bit, so the differential tests
+# hold; the tests that pin what optimised code computes (ftrans's host-side NumPy results against compiled
+# ones, a dot algorithm's rounding, results that must not depend on the batch) carry the ``xla_optimized``
+# marker and run in a subprocess at level 1.  On jaxlib 0.11 and later the suite compiles at level 1 (the
+# level ftrans ships), where XLA's default for jax's programs would be 2.
 _LOOP_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+_LEVEL_0, _LEVEL_1 = "--xla_backend_optimization_level=0", "--xla_backend_optimization_level=1"
 try:
     from importlib.metadata import version as _dist_version
 
@@ -46,7 +47,13 @@ except Exception:  # noqa: BLE001 - no jaxlib metadata: leave XLA's defaults
 if _jaxlib_minor == (0, 10) and "xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " " + _LOOP_EMITTERS
     os.environ["FTRANS_TESTS_LOOP_EMITTERS"] = "1"  # (pytest-xdist's workers inherit both)
+    if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
+        os.environ["XLA_FLAGS"] += " " + _LEVEL_0
+        os.environ["FTRANS_TESTS_LEVEL_0"] = "1"
+if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
+    os.environ["XLA_FLAGS"] += " " + _LEVEL_1
 _SUITE_SET_LOOP_EMITTERS = os.environ.get("FTRANS_TESTS_LOOP_EMITTERS") == "1"
+_SUITE_SET_LEVEL_0 = os.environ.get("FTRANS_TESTS_LEVEL_0") == "1"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 _TEST_CACHE_DIR = tempfile.mkdtemp(prefix="ftrans-test-compilation-cache-")
@@ -71,6 +78,45 @@ settings.register_profile("dev", max_examples=40, deadline=None,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+# ---------------------------------------------------------------- the cyclic garbage collector
+# A full collection walks every object the process holds: jax, ftrans, NumPy and the collected test items are
+# over half a million, and a worker's caches of compiled programs double that.  The collector ran 30-odd full
+# collections while a worker imported and collected, 7 s a worker, and a tenth of a second each afterwards;
+# the tests that call gc.collect() themselves (the leak checker, the cache-lifetime tests) took seconds each.
+# So the collector is off while the test modules import, and what exists after collection, or survives a
+# collection every few hundred tests, is frozen (gc.freeze): out of the collector's sight, as long-lived as
+# it looks.  A test's own objects are created after the last freeze, so a test that collects and checks what
+# was freed sees them as before.  (A frozen object that later joins a garbage cycle is not freed: caches the
+# tests empty hold few cycles.)
+import gc  # noqa: E402
+
+_REFREEZE_EVERY = 250  # tests
+_tests_since_freeze = 0
+if os.environ.get("FTRANS_TESTS_GC_FREEZE", "1") == "1":  # (=0: the collector as Python sets it)
+    gc.disable()
+
+
+def _collect_and_freeze():
+    global _tests_since_freeze
+    gc.collect()
+    gc.freeze()
+    _tests_since_freeze = 0
+
+
+def pytest_runtestloop(session):
+    """(Collection is over: in a worker, in a run without workers, and in pytest-xdist's controller too.)"""
+    if os.environ.get("FTRANS_TESTS_GC_FREEZE", "1") == "1" and not gc.isenabled():
+        gc.enable()
+        _collect_and_freeze()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    global _tests_since_freeze
+    _tests_since_freeze += 1
+    if _tests_since_freeze >= _REFREEZE_EVERY and gc.isenabled():
+        _collect_and_freeze()
+
+
 # ---------------------------------------------------------------- the machine the suite runs on
 # tests/backend_util.py has the helpers; on the CPU (CI) none of this skips or changes anything.
 import pytest  # noqa: E402
@@ -90,26 +136,46 @@ def pytest_configure(config):
         "markers", "xla_default_codegen: the test pins what XLA:CPU's default code generation computes; "
         "where the suite compiles with the loop emitters (jaxlib 0.10), it runs in a subprocess with XLA's "
         "defaults")
+    config.addinivalue_line(
+        "markers", "xla_optimized: the test pins what XLA:CPU computes with LLVM's optimisations on (level 1, "
+        "ftrans's default); where the suite compiles at level 0 (jaxlib 0.10), it runs in a subprocess at "
+        "level 1")
+
+
+def _child_xla_flags(item):
+    """The XLA_FLAGS a marked test runs under in a child pytest, or None where this process's flags do: XLA's
+    default emitters for ``xla_default_codegen``, level 1 for it and for ``xla_optimized``."""
+    default_codegen = item.get_closest_marker("xla_default_codegen") is not None
+    optimized = default_codegen or item.get_closest_marker("xla_optimized") is not None
+    flags = os.environ["XLA_FLAGS"]
+    if default_codegen and _SUITE_SET_LOOP_EMITTERS:
+        flags = flags.replace(_LOOP_EMITTERS, "--xla_cpu_use_fusion_emitters=true")
+    if optimized and _SUITE_SET_LEVEL_0:
+        flags = flags.replace(_LEVEL_0, _LEVEL_1)
+    return None if flags == os.environ["XLA_FLAGS"] else flags
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
-    """An ``xla_default_codegen`` test, where this process compiles with the loop emitters: the same test
-    in a child pytest whose XLA_FLAGS name the default emitters (so its conftest adds nothing)."""
-    if not _SUITE_SET_LOOP_EMITTERS or pyfuncitem.get_closest_marker("xla_default_codegen") is None:
+    """A test marked ``xla_default_codegen`` or ``xla_optimized``, where this process compiles otherwise
+    (the loop emitters, level 0): the same test in a child pytest whose XLA_FLAGS name what it pins (so its
+    conftest adds nothing)."""
+    flags = _child_xla_flags(pyfuncitem)
+    if flags is None:
         return None
     import subprocess
 
     env = dict(os.environ)
-    env["XLA_FLAGS"] = env["XLA_FLAGS"].replace(_LOOP_EMITTERS, "--xla_cpu_use_fusion_emitters=true")
-    for name in ("FTRANS_TESTS_LOOP_EMITTERS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+    env["XLA_FLAGS"] = flags
+    for name in ("FTRANS_TESTS_LOOP_EMITTERS", "FTRANS_TESTS_LEVEL_0", "PYTEST_XDIST_WORKER",
+                 "PYTEST_XDIST_WORKER_COUNT"):
         env.pop(name, None)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "--durations=0",
            "--no-header", "-W", "ignore::DeprecationWarning", pyfuncitem.nodeid]
     done = subprocess.run(cmd, cwd=str(pyfuncitem.config.rootpath), env=env, capture_output=True, text=True,
                           timeout=600)
     if done.returncode != 0:
-        pytest.fail(f"under XLA's default code generation (a child pytest):\n{done.stdout[-6000:]}"
+        pytest.fail(f"under XLA_FLAGS={flags!r} (a child pytest):\n{done.stdout[-6000:]}"
                     f"{done.stderr[-2000:]}", pytrace=False)
     return True
 

@@ -305,7 +305,8 @@ def test_dot_algorithm_presets_accepted(prec):
 
 
 @pytest.mark.parametrize("prec,dt", [("F16_F16_F16", np.float32), ("BF16_BF16_F32", np.float16),
-                                     ("BF16_BF16_F32_X3", np.float32), ("TF32_TF32_F32", np.float32),
+                                     pytest.param("BF16_BF16_F32_X3", np.float32, marks=pytest.mark.xla_optimized),
+                                     ("TF32_TF32_F32", np.float32),
                                      (jlax.DotAlgorithm(np.float16, np.float16, np.float32), np.float16)])
 @host_oracle()  # the CPU's rules (a GPU has other algorithms): on a GPU machine, on its CPU device
 def test_dot_algorithm_rounds_and_lowers_as_jax(prec, dt):

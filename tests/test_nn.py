@@ -128,7 +128,8 @@ def _under_transforms_oracle():
     return jax.jit(ref)(X_TRANSFORMS)
 
 
-@pytest.mark.parametrize("name", UNDER_TRANSFORMS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xla_optimized) if n == "gelu" else n
+                                  for n in UNDER_TRANSFORMS])  # (gelu's values pinned where LLVM optimises)
 def test_unary_under_jit_vmap_grad(name):
     x = X_TRANSFORMS
     f = getattr(nn, name)

@@ -175,30 +175,46 @@ def _fixed_in_jax012(dist, want):
     return want
 
 
-@pytest.mark.parametrize("dist,fn", CASES)
-def test_values(dist, fn):
+def _check_values(dist, fn, want, jitted):
     args = args_for(dist, fn)
-    want, jitted = results(dist)
     close(getattr(getattr(fst, dist), fn)(*args), want[fn])
     close(jitted[fn], want[fn])
 
 
-@pytest.mark.parametrize("dist,fn", [c for c in CASES if c[1] in VMAP_FUNCS])
-def test_vmap(dist, fn):
+def _check_vmap(dist, fn, want, jitted):
     args = args_for(dist, fn)
     f = getattr(getattr(fst, dist), fn)
-    close(ftrans.vmap(f)(*args), results(dist)[0]["vmap:" + fn])
+    close(ftrans.vmap(f)(*args), want["vmap:" + fn])
 
 
-@pytest.mark.parametrize("dist,fn", GRAD_CASES)
-def test_grads(dist, fn):
+def _check_grads(dist, fn, want, jitted):
     args, argnums = grad_case(dist, fn)
     f = getattr(getattr(fst, dist), fn)
     ours = ftrans.grad(lambda *v: f(*v).sum(), argnums)(*args)
-    theirs = results(dist)[0]["grad:" + fn]
+    theirs = want["grad:" + fn]
     assert len(ours) == len(theirs) == len(argnums)
     for o, t in zip(ours, theirs):
         close(o, t, 2e-4, 2e-5)
+
+
+@pytest.mark.parametrize("dist", sorted(DISTS))
+def test_every_function_against_jax(dist):
+    """Every function of ``dist``: its values eager and under ``jit``, under ``vmap``, and its gradients.
+    One test per distribution, because its checks share one jax program (``results``): as tests of their
+    own they were spread over pytest-xdist's workers, and each worker compiled it (truncnorm's, 10 s).
+    Every check runs; the failure lists each one that failed."""
+    want, jitted = results(dist)
+    checks = [("values", _check_values, f) for d, f in CASES if d == dist]
+    checks += [("vmap", _check_vmap, f) for d, f in CASES if d == dist and f in VMAP_FUNCS]
+    checks += [("grad", _check_grads, f) for d, f in GRAD_CASES if d == dist]
+    assert checks
+    failed = []
+    for what, check, fn in checks:
+        try:
+            check(dist, fn, want, jitted)
+        except AssertionError as e:
+            failed.append(f"{dist}.{fn} ({what}): {e}")
+    assert not failed, "\n\n".join(failed)
 
 
 def test_discrete_grads_in_parameters():
