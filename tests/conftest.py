@@ -1,5 +1,5 @@
-"""Test set-up: eight host devices for multi-device tests, a private compilation cache, and
-hypothesis profiles.
+"""Test set-up: eight host devices for multi-device tests, XLA options that compile quickly, a private
+compilation cache, hypothesis profiles, and the garbage collector kept off long-lived objects.
 
 XLA_FLAGS must be set before any XLA backend starts, so it is set here, at
 import time of the first thing pytest loads.
