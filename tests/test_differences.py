@@ -31,6 +31,30 @@ def test_subnormals_are_kept():
     assert float(fnp.asarray(tiny) * 1.0) == float(tiny)
 
 
+def test_expensive_eager_composites_switch_to_xla_bits_after_their_rent(monkeypatch):
+    """An eager library function with loops answers from the host first and from XLA once its host time has
+    paid for a compile: the last bits change (to jit's); under config.deterministic they never do."""
+    import threading
+
+    import ftrans.scipy.special as fsp
+    from ftrans.core import eager_programs as ep
+
+    monkeypatch.setattr(ep, "RENT_SECONDS", 0.0)
+    ep.clear()
+    x = fnp.asarray(np.linspace(0.3, 4.0, 16).astype(np.float32))
+    host = np.asarray(fsp.expi(x))
+    for _ in range(8):
+        fsp.expi(x)
+    for t in threading.enumerate():
+        if t.name == "ftrans-compile-eager-program":
+            t.join(120)
+    after = np.asarray(fsp.expi(x))
+    np.testing.assert_array_equal(after, np.asarray(ftrans.jit(fsp.expi)(x)))
+    np.testing.assert_allclose(after, host, rtol=2e-6)
+    np.testing.assert_allclose(after, np.asarray(jax.scipy.special.expi(np.asarray(x))), rtol=2e-6)
+    ep.clear()
+
+
 def test_extended_dtype_arrays_exist_only_under_jit():
     import dataclasses
 

@@ -27,6 +27,11 @@ nested ``jit``. A scalar integer or bool array is part of the signature by value
 as a Python number eagerly. A signature is traced at its second call (a one-off call would pay the trace
 for nothing); a function whose signatures are mostly called just twice (static values that change all the
 time) stops being replayed.
+
+A program that stays expensive on the host (loops) is compiled by XLA once the host time spent on it
+reaches ``RENT_SECONDS`` (the ski-rental rule, ``_Rent``): lowered here, compiled in a background thread,
+and run from then on; its results are then ``jit``'s bits, equal to the host's to float tolerance.
+``config.deterministic`` keeps every program on the host.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
+from time import perf_counter as _clock
 from typing import Any
 
 import numpy as np
@@ -218,12 +224,24 @@ def _signature(args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
 
 class _Program:
     """A traced composite as one generated Python function of the arguments' NumPy values: a straight line of
-    rule calls over local variables (``_compile``), which costs a fraction of interpreting the steps."""
+    rule calls over local variables (``_compile``), which costs a fraction of interpreting the steps.
 
-    __slots__ = ("run_values", "outs", "out_kind", "out_tree", "steps", "template", "in_slots")
+    A program whose host run is expensive (loops: ``gammainc``, ``hyp2f1``) is also compiled by XLA once the
+    host time spent on it would have paid for the compile (``_Rent``), and later calls run the executable."""
+
+    __slots__ = ("run_values", "outs", "out_kind", "out_tree", "steps", "template", "in_slots", "closed",
+                 "in_weak", "rent", "compiled")
 
     def run(self, vals: list) -> Any:
-        got = run_quietly(self.run_values, vals)
+        compiled = self.compiled
+        if compiled is not None:
+            got = _run_compiled(self, compiled, vals)
+        elif self.rent is None:
+            got = run_quietly(self.run_values, vals)
+        else:
+            t0 = _clock()
+            got = run_quietly(self.run_values, vals)
+            self.rent.paid(self, vals, _clock() - t0)
         kind = self.out_kind
         if kind == 1:
             v = got
@@ -233,6 +251,108 @@ class _Program:
         if kind == 2:
             return tuple(res)
         return _trace_unflatten(self.out_tree, res)
+
+
+# ---------------------------------------------------------------------------- compiled by XLA when it pays
+
+# A host run of a program costs NumPy's per-call overhead on every step: about 0.3 us an equation, so a
+# composite with loops (``gammainc``: two ``while``s of 11 steps of a 57-equation body) costs hundreds of
+# microseconds where its compiled form costs ten, but compiling it costs a fraction of a second to a second
+# (``hyp2f1``). Which is cheaper depends on how often it is called, which is not known in advance: the
+# ski-rental rule. A program keeps running on the host (renting) until the host time spent on it reaches
+# ``RENT_SECONDS``, the order of its compile (buying); it is then compiled in a background thread while the
+# host goes on answering, and the executable answers from then on. A program called rarely never pays for a
+# compile; one called in a loop pays at most about twice what the better choice in hindsight would have.
+# Programs cheap on the host (most composites: 10-60 us, near a compiled call's dispatch) are never compiled.
+RENT_SECONDS = 0.05  # host time a program runs for before it is compiled
+MIN_HOST_SECONDS = 50e-6  # a program faster than this on the host stays there (a compiled call costs ~20 us)
+_PROBE_RUNS = 3  # host runs timed before a program is judged cheap (the first may pay one-time costs)
+stats["compiled"] = 0
+stats["compile_failures"] = 0
+
+
+class _Rent:
+    """The host time a program has cost so far; starts its compile once that reaches ``RENT_SECONDS``."""
+
+    __slots__ = ("spent", "runs", "fastest", "started")
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self.runs = 0
+        self.fastest = float("inf")
+        self.started = False
+
+    def paid(self, prog: _Program, vals: list, seconds: float) -> None:
+        self.spent += seconds
+        self.runs += 1
+        if seconds < self.fastest:
+            self.fastest = seconds
+        if self.runs == _PROBE_RUNS and self.fastest < MIN_HOST_SECONDS:
+            prog.rent = None  # cheap on the host: never compiled, never timed again
+        elif self.spent >= RENT_SECONDS and not self.started and self.runs >= _PROBE_RUNS:
+            self.started = True
+            _start_compile(prog, vals)
+
+
+def _may_compile() -> bool:
+    """Whether an expensive program may switch to XLA: not under ``config.deterministic`` (its results then
+    come from XLA's kernels, equal to ``jit``'s, where the host's are NumPy's; they agree to float tolerance)."""
+    return not _config_mod.config.deterministic
+
+
+def _start_compile(prog: _Program, vals: list) -> None:
+    """Trace and lower the program here (tracing uses this thread's state), compile it in a background thread;
+    ``prog.compiled`` is set when the executable is ready, and the host answers until then."""
+    if not _may_compile() or prog.closed is None:
+        prog.rent = None
+        return
+    from ftrans.core.avals import ShapeDtypeStruct
+    from ftrans.core.jaxpr_api import eval_jaxpr
+    from ftrans.core.prims import structural as S
+    from ftrans.transforms.jit import jit
+
+    closed, weaks = prog.closed, prog.in_weak
+
+    def program(*xs: Any) -> list:  # NumPy arguments enter strongly typed: the program's weak inputs retyped
+        xs = [S.convert_element_type_p.bind(x, new_dtype=x.dtype, weak_type=True) if w else x
+              for x, w in zip(xs, weaks)]
+        return eval_jaxpr(closed, list(closed.consts), *xs)
+
+    program.__name__ = "eager_program"
+    try:
+        lowered = jit(program, backend="cpu").lower(*[ShapeDtypeStruct(v.shape, v.dtype) for v in vals])
+    except Exception:  # noqa: BLE001  (a primitive without a lowering: the host goes on answering)
+        stats["compile_failures"] += 1
+        prog.rent = None
+        return
+
+    def compile_it() -> None:
+        try:
+            compiled = lowered.compile()
+        except Exception:  # noqa: BLE001
+            stats["compile_failures"] += 1
+            return
+        # The executable itself and the arguments it kept (unused ones are pruned): ``Compiled.__call__``'s
+        # checks of the pytree and types are the program's own here, true by construction.
+        prog.compiled = (compiled._exe, compiled._kept)
+        stats["compiled"] += 1
+
+    # Not a daemon: the interpreter waits for it at exit instead of tearing XLA down mid-compile.
+    threading.Thread(target=compile_it, name="ftrans-compile-eager-program", daemon=False).start()
+
+
+def _run_compiled(prog: _Program, compiled: Any, vals: list) -> Any:
+    """The executable's results as NumPy values, in ``run_values``'s form (one value, or a tuple)."""
+    exe, kept = compiled
+    try:
+        outs = exe(*vals) if kept is None else exe(*[vals[i] for i in kept])
+    except Exception:  # noqa: BLE001  (a runtime failure: the host answers from now on)
+        prog.compiled = None
+        prog.rent = None
+        return run_quietly(prog.run_values, vals)
+    if prog.out_kind == 1:
+        return _asarray(outs[0])
+    return tuple([_asarray(o) for o in outs])
 
 
 def _compile(template: list, known: set, in_slots: list, steps: list, out_slots: list,
@@ -499,6 +619,8 @@ def _build(fn: Callable, args: tuple, kwargs: dict) -> Any:
         return _UNCACHED
     prog = _Program()
     prog.run_values, prog.outs, prog.out_tree = run_values, outs, box[0]
+    prog.closed, prog.in_weak, prog.compiled = closed, [a.weak_type for a in avals], None
+    prog.rent = _Rent() if b.steps else None
     prog.steps, prog.template, prog.in_slots = b.steps, b.template, in_slots  # (for inspection)
     if single:
         prog.out_kind = 1

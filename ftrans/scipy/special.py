@@ -2098,7 +2098,7 @@ def wofz(z: Any) -> Any:
 from ftrans.core import eager_programs as _eager_programs  # noqa: E402
 
 _eager_programs.install(globals(), (
-    "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "entr", "erfcinv", "erfcx", "exp1", "expi",
+    "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "entr", "erfcinv", "erfcx", "exp1", "expi",
     "expn", "factorial", "fresnel", "gamma", "gammainc", "gammaincc", "gammasgn", "hyp1f1", "hyp2f1", "i0", "i1",
     "kl_div", "log_ndtr", "multigammaln", "log_softmax", "loggamma", "logsumexp", "ndtr", "ndtri", "owens_t", "polygamma", "rel_entr",
     "sici", "softmax", "spence", "wofz", "zeta",
