@@ -88,6 +88,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # it looks.  A test's own objects are created after the last freeze, so a test that collects and checks what
 # was freed sees them as before.  (A frozen object that later joins a garbage cycle is not freed: caches the
 # tests empty hold few cycles.)
+# Eager library programs that are expensive on the host compile in a background thread once they have cost
+# 50 ms (core/eager_programs.py). In the suite such a compile, started by one test, would finish during a later
+# one and move its compile counters or the bits it compares; so the suite keeps them on the host, and the tests
+# of the switch (tests/test_eager_programs_compiled.py, test_differences.py) set the threshold themselves.
+os.environ.setdefault("FTRANS_EAGER_COMPILE_AFTER", "off")
+
 import gc  # noqa: E402
 
 _REFREEZE_EVERY = 250  # tests

@@ -264,7 +264,28 @@ class _Program:
 # host goes on answering, and the executable answers from then on. A program called rarely never pays for a
 # compile; one called in a loop pays at most about twice what the better choice in hindsight would have.
 # Programs cheap on the host (most composites: 10-60 us, near a compiled call's dispatch) are never compiled.
-RENT_SECONDS = 0.05  # host time a program runs for before it is compiled
+
+
+def _rent_from_env() -> float:
+    """``FTRANS_EAGER_COMPILE_AFTER``: the host seconds after which a program compiles (default 0.05);
+    ``off`` (or ``never``, ``inf``) keeps every program on the host."""
+    import os
+
+    raw = os.environ.get("FTRANS_EAGER_COMPILE_AFTER", "").strip().lower()
+    if not raw:
+        return 0.05
+    if raw in ("off", "never", "inf", "none", "disabled"):
+        return float("inf")
+    try:
+        value = float(raw)
+    except ValueError:
+        warnings.warn(f"FTRANS_EAGER_COMPILE_AFTER={raw!r} is not a number of seconds or 'off'; using 0.05",
+                      stacklevel=2)
+        return 0.05
+    return value if value >= 0 else float("inf")
+
+
+RENT_SECONDS = _rent_from_env()  # host time a program runs for before it is compiled
 MIN_HOST_SECONDS = 50e-6  # a program faster than this on the host stays there (a compiled call costs ~20 us)
 _PROBE_RUNS = 3  # host runs timed before a program is judged cheap (the first may pay one-time costs)
 stats["compiled"] = 0
