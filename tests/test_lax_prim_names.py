@@ -21,11 +21,21 @@ LEFT_OUT = {
     "random_gamma_grad_p",  # series and continued fractions written with lax
     "mulhi_p",  # four half-width products
     "select_and_gather_add_p", "select_and_scatter_add_p", "select_and_scatter_p",  # reduce_window's JVP internals
-    "split_p", "tile_p", "stack_p", "unstack_p",  # slices, broadcast + reshape, concatenate
+    "tile_p", "stack_p", "unstack_p",  # broadcast + reshape, concatenate, slices
     "stage_p", "ragged_all_to_all_p",
     # jax 0.11's: lax.log2 is log and div, lax.one_minus_square a custom_jvp of add/sub/mul (test below)
     "log2_p", "one_minus_square_p",
 }
+
+
+def test_split_p_is_the_primitive_lax_split_binds():
+    x = np.arange(7, dtype=np.float32)
+    fj = ftrans.make_jaxpr(lambda x: flax.split(x, (3, 4)))(x)
+    jj = jax.make_jaxpr(lambda x: jax.lax.split(x, (3, 4)))(x)
+    assert [e.primitive for e in fj.jaxpr.eqns] == [flax.split_p]
+    assert [e.primitive.name for e in jj.jaxpr.eqns] == [flax.split_p.name] == ["split"]
+    for got, want in zip(flax.split_p.bind(x, sizes=(3, 4), axis=0), jax.lax.split(x, (3, 4))):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_every_jax_lax_primitive_is_exported_or_left_out_on_purpose():

@@ -153,6 +153,7 @@ from ftrans.core.prims.structural import (  # noqa: F401
     rng_uniform_p,
     select_n_p,
     slice_p,
+    split_p,
     squeeze_p,
     transpose_p,
 )
@@ -288,6 +289,7 @@ __all__ = [
     "sinh_p",
     "slice_p",
     "sort_p",
+    "split_p",
     "sqrt_p",
     "squeeze_p",
     "stop_gradient_p",
