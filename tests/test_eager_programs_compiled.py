@@ -170,3 +170,26 @@ def test_the_loop_functions_agree_with_jax_after_the_switch(cheap_rent):
         assert _program(f).compiled is not None, name
         want = np.asarray(getattr(jsp, name)(*[jax.numpy.asarray(a) for a in args]))
         np.testing.assert_allclose(np.asarray(f(*fargs)), want, rtol=2e-5, atol=1e-6, err_msg=name)
+
+
+def test_a_compiled_form_slower_than_the_host_is_dropped(cheap_rent, monkeypatch):
+    import time
+
+    slow = ep._run_compiled
+
+    def slower(prog, compiled, vals):  # as XLA's kernels are for some programs (ndtri on 16 elements)
+        time.sleep(0.02)
+        return slow(prog, compiled, vals)
+
+    monkeypatch.setattr(ep, "_run_compiled", slower)
+    x = jnp.asarray(X)
+    host = _bits(sp.expi(x))
+    _call_until_compiled(lambda: sp.expi(x))
+    prog = _program(sp.expi)
+    assert prog.compiled is not None
+    dropped = ep.stats["compiled_slower"]
+    for _ in range(ep._PROBE_RUNS):
+        sp.expi(x)
+    assert prog.compiled is None and prog.rent is None  # back on the host for good, not timed any more
+    assert ep.stats["compiled_slower"] == dropped + 1
+    assert _bits(sp.expi(x)) == host

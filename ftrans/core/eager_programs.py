@@ -30,7 +30,8 @@ time) stops being replayed.
 
 A program that stays expensive on the host (loops) is compiled by XLA once the host time spent on it
 reaches ``RENT_SECONDS`` (the ski-rental rule, ``_Rent``): lowered here, compiled in a background thread,
-and run from then on; its results are then ``jit``'s bits, equal to the host's to float tolerance.
+and run from then on, unless its first runs are no faster than the host's (``_Rent.compared``); its
+results are then ``jit``'s bits, equal to the host's to float tolerance.
 ``config.deterministic`` keeps every program on the host.
 """
 
@@ -235,7 +236,13 @@ class _Program:
     def run(self, vals: list) -> Any:
         compiled = self.compiled
         if compiled is not None:
-            got = _run_compiled(self, compiled, vals)
+            rent = self.rent
+            if rent is None:
+                got = _run_compiled(self, compiled, vals)
+            else:  # the first compiled runs are timed against the host's fastest
+                t0 = _clock()
+                got = _run_compiled(self, compiled, vals)
+                rent.compared(self, _clock() - t0)
         elif self.rent is None:
             got = run_quietly(self.run_values, vals)
         else:
@@ -290,18 +297,33 @@ MIN_HOST_SECONDS = 50e-6  # a program faster than this on the host stays there (
 _PROBE_RUNS = 3  # host runs timed before a program is judged cheap (the first may pay one-time costs)
 stats["compiled"] = 0
 stats["compile_failures"] = 0
+stats["compiled_slower"] = 0  # compiled, then found slower than the host and dropped
 
 
 class _Rent:
     """The host time a program has cost so far; starts its compile once that reaches ``RENT_SECONDS``."""
 
-    __slots__ = ("spent", "runs", "fastest", "started")
+    __slots__ = ("spent", "runs", "fastest", "started", "compiled_runs", "compiled_fastest")
 
     def __init__(self) -> None:
         self.spent = 0.0
         self.runs = 0
-        self.fastest = float("inf")
+        self.fastest = float("inf")  # the host's fastest run
         self.started = False
+        self.compiled_runs = 0
+        self.compiled_fastest = float("inf")
+
+    def compared(self, prog: _Program, seconds: float) -> None:
+        """After ``_PROBE_RUNS`` compiled runs, keep whichever of the two is faster (XLA's kernels are not
+        always: its ``ndtri`` on 16 elements is slower than NumPy's), and stop timing."""
+        self.compiled_runs += 1
+        if seconds < self.compiled_fastest:
+            self.compiled_fastest = seconds
+        if self.compiled_runs >= _PROBE_RUNS:
+            if self.compiled_fastest >= self.fastest:
+                prog.compiled = None
+                stats["compiled_slower"] += 1
+            prog.rent = None
 
     def paid(self, prog: _Program, vals: list, seconds: float) -> None:
         self.spent += seconds
