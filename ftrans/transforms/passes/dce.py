@@ -35,21 +35,27 @@ __all__ = ["DeadCodeElimination", "dce"]
 _memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _sub(closed: ClosedJaxpr, used_outs: list[bool], ctx: PassContext | None) -> tuple[ClosedJaxpr, list[bool]]:
+def _sub(closed: ClosedJaxpr, used_outs: list[bool], ctx: PassContext | None,
+         calls: bool | None = None) -> tuple[ClosedJaxpr, list[bool]]:
+    """``closed`` pruned for ``used_outs``, and which inputs it still reads. ``calls``: whether nested calls'
+    signatures are pruned too (a silent pruning's default); a pass run (``ctx``) leaves them to the pipeline,
+    and a loop's fixed point run for a pass run must see the body as the pass run will (``calls=False``)."""
+    if calls is None:
+        calls = ctx is None
     if ctx is None:
         per = _memo.get(closed.jaxpr)
-        key = tuple(used_outs)
+        key = (tuple(used_outs), calls)
         hit = per.get(key) if per is not None else None
         if hit is not None:
             new, used_in = (closed.jaxpr if hit[0] is None else hit[0]), list(hit[1])
         else:
-            new, used_in = _dce(closed.jaxpr, used_outs, None)
+            new, used_in = _dce(closed.jaxpr, used_outs, None, calls)
             if per is None:
                 per = _memo.setdefault(closed.jaxpr, {})
             # (an unchanged body is kept as None: a value holding its own key would never be collected)
             per[key] = (None if new is closed.jaxpr else new, tuple(used_in))
     else:
-        new, used_in = _dce(closed.jaxpr, used_outs, ctx)
+        new, used_in = _dce(closed.jaxpr, used_outs, ctx, calls)
     return (closed if new is closed.jaxpr else ClosedJaxpr(new, closed.consts)), used_in
 
 
@@ -64,9 +70,9 @@ def _sel(xs: list, keep: list[bool]) -> list:
     return [x for x, k in zip(xs, keep) if k]
 
 
-def _prune_cond(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+def _prune_cond(eqn: JaxprEqn, used: list[bool], ctx, calls: bool) -> tuple[JaxprEqn, list[bool]]:
     branches = eqn.params["branches"]
-    outs = [_sub(b, used, ctx) for b in branches]
+    outs = [_sub(b, used, ctx, calls) for b in branches]
     nops = len(eqn.invars) - 1
     need = [any(u[i] for _, u in outs) for i in range(nops)]
     new_br = tuple(_drop_inputs(b, need) for b, _ in outs)
@@ -78,19 +84,19 @@ def _prune_cond(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bo
     return new, [True] + need
 
 
-def _prune_scan(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+def _prune_scan(eqn: JaxprEqn, used: list[bool], ctx, calls: bool) -> tuple[JaxprEqn, list[bool]]:
     p = eqn.params
     nc, nk = p["num_consts"], p["num_carry"]
     body = p["jaxpr"]
     carry_used = list(used[:nk])
     ys_used = list(used[nk:])
-    while True:
-        new_body, used_in = _sub(body, carry_used + ys_used, None)
+    while True:  # (silently, but pruning calls as the final pruning below will: the same inputs stay read)
+        new_body, used_in = _sub(body, carry_used + ys_used, None, calls)
         grown = [c or u for c, u in zip(carry_used, used_in[nc:nc + nk])]
         if grown == carry_used:
             break
         carry_used = grown
-    new_body, used_in = _sub(body, carry_used + ys_used, ctx)
+    new_body, used_in = _sub(body, carry_used + ys_used, ctx, calls)
     keep_in = used_in[:nc] + carry_used + used_in[nc + nk:]
     if all(keep_in) and all(used):
         return eqn, [True] * len(eqn.invars)
@@ -101,19 +107,19 @@ def _prune_scan(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bo
     return new, keep_in
 
 
-def _prune_while(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+def _prune_while(eqn: JaxprEqn, used: list[bool], ctx, calls: bool) -> tuple[JaxprEqn, list[bool]]:
     p = eqn.params
     cn, bn = p["cond_nconsts"], p["body_nconsts"]
     cond, body = p["cond_jaxpr"], p["body_jaxpr"]
-    new_cond, cond_in = _sub(cond, [True], ctx)
+    new_cond, cond_in = _sub(cond, [True], ctx, calls)
     carry_used = [u or c for u, c in zip(used, cond_in[cn:])]
-    while True:
-        new_body, body_in = _sub(body, carry_used, None)
+    while True:  # (as in _prune_scan)
+        new_body, body_in = _sub(body, carry_used, None, calls)
         grown = [c or u for c, u in zip(carry_used, body_in[bn:])]
         if grown == carry_used:
             break
         carry_used = grown
-    new_body, body_in = _sub(body, carry_used, ctx)
+    new_body, body_in = _sub(body, carry_used, ctx, calls)
     keep_c = cond_in[:cn] + carry_used
     keep_b = body_in[:bn] + carry_used
     keep_in = cond_in[:cn] + body_in[:bn] + carry_used
@@ -128,11 +134,11 @@ def _prune_while(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[b
     return new, keep_in
 
 
-def _prune_shard_map(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+def _prune_shard_map(eqn: JaxprEqn, used: list[bool], ctx, calls: bool) -> tuple[JaxprEqn, list[bool]]:
     """A ``shard_map`` output nobody reads goes from the body with the work only it needed, and so do the
     operands (with their specs) the body no longer reads, as in JAX."""
     p = eqn.params
-    body, need = _sub(p["jaxpr"], used, ctx)
+    body, need = _sub(p["jaxpr"], used, ctx, calls)
     if all(used) and all(need) and body is p["jaxpr"]:
         return eqn, need
     per_in = {k: tuple(_sel(list(p[k]), need)) for k in ("in_specs", "in_names") if k in p}
@@ -145,12 +151,12 @@ _PER_IN = ("donated_invars", "in_shardings", "in_layouts")
 _PER_OUT = ("out_shardings", "out_layouts")
 
 
-def _prune_call(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+def _prune_call(eqn: JaxprEqn, used: list[bool], ctx, calls: bool) -> tuple[JaxprEqn, list[bool]]:
     """A nested ``jit`` call's or ``checkpoint``'s unread output goes from its body with the work only it
     needed, and the operands the body then no longer reads (unless the call keeps them: ``keep_unused``),
     as JAX's rules for pjit and remat do."""
     p = eqn.params
-    body, need = _sub(p["jaxpr"], used, ctx)
+    body, need = _sub(p["jaxpr"], used, ctx, calls)
     if p.get("keep_unused"):
         need = [True] * len(need)
     if all(used) and all(need) and body is p["jaxpr"]:
@@ -180,7 +186,7 @@ _PRUNE_CALLS = {shard_map_p: _prune_shard_map, jit_call_p: _prune_call, remat_p:
 def dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None = None) -> tuple[Jaxpr, list[bool]]:
     """``jaxpr`` computing only the outputs marked used (the others are dropped from its outvars),
     and which of its inputs it still reads.  Control-flow equations are pruned through their bodies."""
-    return _dce(jaxpr, used_outputs, ctx)
+    return _dce(jaxpr, used_outputs, ctx, ctx is None)
 
 
 # Jaxprs a pruning made (or found already minimal), for every output: pruning them again changes nothing.
@@ -198,15 +204,17 @@ def _reads(jaxpr: Jaxpr) -> list[bool]:
     return [id(v) in read for v in jaxpr.invars]
 
 
-def _dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None) -> tuple[Jaxpr, list[bool]]:
-    if all(used_outputs) and (jaxpr in _clean_all or (ctx is not None and jaxpr in _clean_pass)):
+def _dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None,
+         calls: bool) -> tuple[Jaxpr, list[bool]]:
+    if all(used_outputs) and (jaxpr in _clean_all or (not calls and jaxpr in _clean_pass)):
         return jaxpr, _reads(jaxpr)
-    new, used_in = _prune(jaxpr, used_outputs, ctx)
-    (_clean_all if ctx is None else _clean_pass).add(new)
+    new, used_in = _prune(jaxpr, used_outputs, ctx, calls)
+    (_clean_all if calls else _clean_pass).add(new)
     return new, used_in
 
 
-def _prune(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None) -> tuple[Jaxpr, list[bool]]:
+def _prune(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None,
+           calls: bool) -> tuple[Jaxpr, list[bool]]:
     live: set[int] = {id(v) for v, u in zip(jaxpr.outvars, used_outputs) if u and isinstance(v, Var)}
     kept: list[JaxprEqn] = []
     changed = not all(used_outputs)
@@ -225,9 +233,9 @@ def _prune(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None) -> t
                 if ctx is not None:
                     ctx.record(eqn, f"replaced `{eqn.primitive.name}`: its unused results need not be computed")
                 eqn = new
-        prune = _PRUNE.get(eqn.primitive) or (_PRUNE_CALLS.get(eqn.primitive) if ctx is None else None)
+        prune = _PRUNE.get(eqn.primitive) or (_PRUNE_CALLS.get(eqn.primitive) if calls else None)
         if prune is not None and eqn.primitive.name not in IMPURE:
-            new, _ = prune(eqn, used, ctx)
+            new, _ = prune(eqn, used, ctx, calls)
             if new is not eqn:
                 changed = True
                 if ctx is not None:
