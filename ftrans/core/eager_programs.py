@@ -363,7 +363,9 @@ def _start_compile(prog: _Program, vals: list) -> None:
 
     program.__name__ = "eager_program"
     try:
-        lowered = jit(program, backend="cpu").lower(*[ShapeDtypeStruct(v.shape, v.dtype) for v in vals])
+        with warnings.catch_warnings():  # (the user's call warned, if at all, when it was traced)
+            warnings.simplefilter("ignore")
+            lowered = jit(program, backend="cpu").lower(*[ShapeDtypeStruct(v.shape, v.dtype) for v in vals])
     except Exception:  # noqa: BLE001  (a primitive without a lowering: the host goes on answering)
         stats["compile_failures"] += 1
         prog.rent = None
