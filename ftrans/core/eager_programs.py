@@ -343,29 +343,23 @@ def _may_compile() -> bool:
     return not _config_mod.config.deterministic
 
 
+# ``(closed, in_weak, shapes_and_dtypes) -> compile``: lowers a program for XLA's CPU backend (in the calling
+# thread) and returns the function a background thread calls to compile it, which returns the executable and
+# the inputs it kept. ``transforms/jit.py`` sets it (core does not import the layers above it); None: no
+# program is ever compiled.
+lower_for_xla: Callable | None = None
+
+
 def _start_compile(prog: _Program, vals: list) -> None:
-    """Trace and lower the program here (tracing uses this thread's state), compile it in a background thread;
+    """Lower the program here (tracing uses this thread's state), compile it in a background thread;
     ``prog.compiled`` is set when the executable is ready, and the host answers until then."""
-    if not _may_compile() or prog.closed is None:
+    if not _may_compile() or prog.closed is None or lower_for_xla is None:
         prog.rent = None
         return
-    from ftrans.core.avals import ShapeDtypeStruct
-    from ftrans.core.jaxpr_api import eval_jaxpr
-    from ftrans.core.prims import structural as S
-    from ftrans.transforms.jit import jit
-
-    closed, weaks = prog.closed, prog.in_weak
-
-    def program(*xs: Any) -> list:  # NumPy arguments enter strongly typed: the program's weak inputs retyped
-        xs = [S.convert_element_type_p.bind(x, new_dtype=x.dtype, weak_type=True) if w else x
-              for x, w in zip(xs, weaks)]
-        return eval_jaxpr(closed, list(closed.consts), *xs)
-
-    program.__name__ = "eager_program"
     try:
         with warnings.catch_warnings():  # (the user's call warned, if at all, when it was traced)
             warnings.simplefilter("ignore")
-            lowered = jit(program, backend="cpu").lower(*[ShapeDtypeStruct(v.shape, v.dtype) for v in vals])
+            compile_program = lower_for_xla(prog.closed, prog.in_weak, [(v.shape, v.dtype) for v in vals])
     except Exception:  # noqa: BLE001  (a primitive without a lowering: the host goes on answering)
         stats["compile_failures"] += 1
         prog.rent = None
@@ -373,13 +367,11 @@ def _start_compile(prog: _Program, vals: list) -> None:
 
     def compile_it() -> None:
         try:
-            compiled = lowered.compile()
+            compiled = compile_program()
         except Exception:  # noqa: BLE001
             stats["compile_failures"] += 1
             return
-        # The executable itself and the arguments it kept (unused ones are pruned): ``Compiled.__call__``'s
-        # checks of the pytree and types are the program's own here, true by construction.
-        prog.compiled = (compiled._exe, compiled._kept)
+        prog.compiled = compiled
         stats["compiled"] += 1
 
     # Not a daemon: the interpreter waits for it at exit instead of tearing XLA down mid-compile.

@@ -3117,3 +3117,31 @@ def _eager_donating_call(prim: Any, args: tuple, params: dict) -> Any:
 from ftrans.core.prims import calls as _calls_mod  # noqa: E402
 
 _calls_mod.eager_donating_call = _eager_donating_call
+
+
+def _lower_eager_program(closed: ClosedJaxpr, in_weak: list, shapes: list) -> Callable:
+    """An eager library program that has cost enough host time (``core/eager_programs.py``, the ski-rental
+    rule), lowered for XLA's CPU backend; returns the function that compiles it (called in a background
+    thread), which returns the executable and the arguments it kept. Its NumPy arguments enter strongly typed,
+    so the program's weakly typed inputs are retyped first."""
+    from ftrans.core.jaxpr_api import eval_jaxpr
+    from ftrans.core.prims import structural as S
+
+    def eager_program(*xs: Any) -> list:
+        xs = [S.convert_element_type_p.bind(x, new_dtype=x.dtype, weak_type=True) if w else x
+              for x, w in zip(xs, in_weak)]
+        return eval_jaxpr(closed, list(closed.consts), *xs)
+
+    lowered = jit(eager_program, backend="cpu").lower(*[ShapeDtypeStruct(s, d) for s, d in shapes])
+
+    def compile_it() -> tuple:
+        # The executable itself: ``Compiled.__call__``'s checks of the pytree and types hold by construction.
+        compiled = lowered.compile()
+        return compiled._exe, compiled._kept
+
+    return compile_it
+
+
+from ftrans.core import eager_programs as _eager_programs_mod  # noqa: E402
+
+_eager_programs_mod.lower_for_xla = _lower_eager_program
